@@ -1,0 +1,143 @@
+"""The MapSmith service: plugins, router and workspace, built once from the environment.
+
+The MCP server and the CLI are thin shells around this object; tests use it directly. Building it
+reads ``MAPSMITH_STACK``, ``MAPSMITH_FALLBACK_STACK``, ``MAPSMITH_WORKSPACE`` and
+``MAPSMITH_ALLOW_REMOTE`` once. It must stay cheap to build: engines are imported only when an
+operation runs or ``server_info`` asks for their versions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from mapsmith import __version__
+from mapsmith.errors import ConfigurationError, InputError
+from mapsmith.plugins import PluginHost
+from mapsmith.provenance.digests import dataset_digest
+from mapsmith.provenance.manifest import MANIFEST_SUFFIX, manifest_path
+from mapsmith.registry import DatasetIO
+from mapsmith.router import Router
+from mapsmith.runner import OperationResult, run_operation
+from mapsmith.workspace import Workspace
+
+LICENCE = "MIT"
+# Configuration that changes how GDAL/PROJ read data; recorded in every manifest when set.
+RECORDED_ENVIRONMENT_PREFIXES = ("GDAL_", "OGR_", "CPL_", "PROJ_")
+
+
+class MapSmith:
+    def __init__(
+        self,
+        environ: Mapping[str, str] | None = None,
+        extra_plugins: Iterable[tuple[str, object]] = (),
+        load_entry_points: bool = True,
+    ) -> None:
+        self.environ = dict(os.environ if environ is None else environ)
+        self.host = PluginHost(self.environ, extra_plugins, load_entry_points)
+        self.router = Router.from_env(self.host, self.environ)
+        self.workspace = Workspace.from_env(self.environ)
+
+    # -- services used by the runner -----------------------------------------------------------
+
+    def dataset_io(self, stack: str) -> DatasetIO:
+        """The stack's dataset reader, else the opensource one (every install has it)."""
+        for name in (stack, "opensource"):
+            spec = self.host.stacks.get(name)
+            if spec is not None and spec.dataset_io is not None:
+                return spec.dataset_io()
+        raise ConfigurationError(
+            "no stack provides a dataset reader", hint="install mapsmith with its opensource stack"
+        )
+
+    def digest(self, path: Path) -> str:
+        return dataset_digest(path)
+
+    def environment_record(self) -> dict[str, str]:
+        env = {k: v for k, v in sorted(self.environ.items()) if k.startswith(RECORDED_ENVIRONMENT_PREFIXES)}
+        env.setdefault("PROJ_NETWORK", "OFF")
+        return env
+
+    # -- what the tools call -------------------------------------------------------------------
+
+    def run(
+        self, operation: str, arguments: Mapping[str, Any], progress: Callable[[float, str], None] | None = None
+    ) -> OperationResult:
+        return run_operation(self, operation, arguments, progress)
+
+    def server_info(self) -> dict[str, Any]:
+        stacks = []
+        engines: dict[str, dict[str, str]] = {}
+        for name, spec in sorted(self.host.stacks.items()):
+            avail = self.router.availability(name)
+            stacks.append({"name": name, "summary": spec.summary, "selected": name == self.router.stack, **avail.to_dict()})
+            if avail.available:
+                try:
+                    engines[name] = dict(spec.engine_versions())
+                except Exception as exc:  # a version probe must not take server_info down
+                    engines[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        return {
+            "name": "mapsmith",
+            "version": __version__,
+            "licence": LICENCE,
+            "stack": self.router.stack,
+            "fallback_stack": self.router.fallback_stack,
+            "workspace": str(self.workspace.root) if self.workspace.root else None,
+            "stacks": stacks,
+            "engines": engines,
+            "plugins": [self.host.distributions.get(n, {"plugin": n}) for n in self.host.plugin_names()],
+            "operations": len(self.host.contracts),
+        }
+
+    def list_operations(self, input_kind: str | None = None, output_kind: str | None = None) -> list[dict[str, Any]]:
+        """The catalog, filtered by what the caller holds (input kind) and wants back (output kind)."""
+        out = []
+        for name, contract in sorted(self.host.contracts.items()):
+            if input_kind and input_kind not in contract.input_kinds and not (
+                input_kind == "none" and not contract.datasets
+            ):
+                continue
+            if output_kind and contract.output_kind != output_kind:
+                continue
+            summary = contract.to_summary()
+            summary["stacks"] = sorted({i.stack for i in self.host.implementations.get(name, [])})
+            out.append(summary)
+        return out
+
+    def get_provenance(self, path: str) -> dict[str, Any]:
+        """The manifest beside a dataset, whether it still matches the bytes, and its lineage."""
+        from mapsmith.provenance.lineage import lineage_to_dict, walk_lineage
+        from mapsmith.provenance.validator import validate_manifest
+
+        resolved = self.workspace.resolve(path, argument="path")
+        if not isinstance(resolved, Path):
+            raise InputError("provenance is read for local datasets only", code="REMOTE_INPUT_UNSUPPORTED",
+                             evidence={"path": path}, hint="pass a path inside the workspace")
+        if not resolved.exists():
+            raise InputError(f"no dataset at {path}", code="INPUT_NOT_FOUND", evidence={"path": path},
+                             hint="pass the output_path a MapSmith operation wrote")
+        mpath = manifest_path(resolved)
+        if not mpath.exists():
+            failed = sorted(resolved.parent.glob(resolved.name + ".failed*" + MANIFEST_SUFFIX))
+            raise InputError(
+                f"no provenance manifest beside {path}",
+                code="NO_MANIFEST",
+                evidence={"path": path, "failed_records": [self.workspace.relative_label(f) for f in failed]},
+                hint="only datasets MapSmith wrote have manifests" + ("; failure records exist" if failed else ""),
+            )
+        record = json.loads(mpath.read_text("utf-8"))
+        digest = dataset_digest(resolved)
+        recorded = record.get("output", {}).get("sha256")
+        search = [self.workspace.root] if self.workspace.root else [resolved.parent]
+        return {
+            "manifest_path": self.workspace.relative_label(mpath),
+            "manifest": record,
+            "conforms": not validate_manifest(record),
+            "problems": validate_manifest(record),
+            "output_matches": digest == recorded,
+            "output_sha256_now": digest,
+            "lineage": lineage_to_dict(walk_lineage(resolved, search)),
+        }

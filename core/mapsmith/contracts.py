@@ -1,0 +1,391 @@
+"""Operation contracts: load, validate, and use them to check arguments and build tool schemas.
+
+A contract is data (``contracts/operations/<name>.toml``), validated against
+``contracts/schemas/operation.schema.json``. Argument checking, MCP input schemas and the catalog
+all read the same ``OperationContract``, so there is one truth about what an operation takes.
+This module must never import an engine or open a dataset.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from mapsmith.errors import ArgumentError, ContractError
+
+# Units a parameter may declare, and the suffix its name must then carry (house rule: the unit is
+# in the name, because an agent reads names, not descriptions).
+UNIT_SUFFIXES = {
+    "metre": "_meters",
+    "square_metre": "_m2",
+    "degree": "_degrees",
+    "cell": "_cells",
+}
+
+# Arguments every dataset-writing operation takes, added by the loader rather than repeated in
+# every TOML file.
+OUTPUT_ARGUMENT = "output_path"
+OVERWRITE_ARGUMENT = "overwrite"
+
+
+def contracts_root() -> Path:
+    """Where the contract files are: packaged beside the code, or the source tree's ``contracts/``."""
+    packaged = Path(__file__).resolve().parent / "contracts"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "contracts"
+
+
+@dataclass(frozen=True)
+class DatasetArgument:
+    name: str
+    kind: str
+    description: str
+    geometry_types: tuple[str, ...] | None = None
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: str
+    description: str
+    unit: str | None = None
+    required: bool = False
+    default: Any = None
+    has_default: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: float | None = None
+    choices: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True)
+class OperationContract:
+    name: str
+    summary: str
+    category: str
+    status: str
+    distinguishes: str
+    output_kind: str
+    crs_effect: str
+    needs_projected_crs: bool
+    checks: tuple[str, ...]
+    datasets: tuple[DatasetArgument, ...]
+    parameters: tuple[Parameter, ...]
+    examples: tuple[Mapping[str, Any], ...]
+    output_geometry_types: tuple[str, ...] = ()
+    output_feature_count: str = "any"
+    output_formats: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()
+    source: str = ""
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def writes_dataset(self) -> bool:
+        return self.output_kind.startswith("dataset:")
+
+    @property
+    def input_kinds(self) -> tuple[str, ...]:
+        return tuple(d.kind for d in self.datasets)
+
+    def argument_names(self) -> list[str]:
+        names = [d.name for d in self.datasets] + [p.name for p in self.parameters]
+        if self.writes_dataset:
+            names += [OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT]
+        return names
+
+    def dataset(self, name: str) -> DatasetArgument | None:
+        return next((d for d in self.datasets if d.name == name), None)
+
+    # -- argument checking -------------------------------------------------------------------
+
+    def check_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Return the arguments with defaults applied, or raise ``ArgumentError`` on the first
+        unknown, missing, mistyped or out-of-range one (each with its own stable code)."""
+        if not isinstance(arguments, Mapping):
+            raise ArgumentError(
+                f"arguments of {self.name} must be an object, got {type(arguments).__name__}",
+                code="ARGUMENTS_NOT_AN_OBJECT",
+                hint=f"pass an object with the keys {', '.join(self.argument_names())}",
+            )
+        accepted = self.argument_names()
+        for key in arguments:
+            if key not in accepted:
+                close = difflib.get_close_matches(key, accepted, n=3, cutoff=0.5)
+                raise ArgumentError(
+                    f"{self.name} has no argument {key!r}"
+                    + (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""),
+                    code="UNKNOWN_ARGUMENT",
+                    evidence={"operation": self.name, "argument": key, "accepted": accepted},
+                    hint=f"{self.name} accepts: {', '.join(accepted)}",
+                )
+        out: dict[str, Any] = {}
+        for d in self.datasets:
+            value = arguments.get(d.name)
+            if value is None:
+                if d.required:
+                    raise _missing(self, d.name, f"a path to a {d.kind} dataset: {d.description}")
+                continue
+            out[d.name] = _check_path_value(self, d.name, value)
+        if self.writes_dataset:
+            value = arguments.get(OUTPUT_ARGUMENT)
+            if value is None:
+                raise _missing(self, OUTPUT_ARGUMENT, "the path of the dataset to write")
+            out[OUTPUT_ARGUMENT] = _check_path_value(self, OUTPUT_ARGUMENT, value)
+            overwrite = arguments.get(OVERWRITE_ARGUMENT, False)
+            if not isinstance(overwrite, bool):
+                raise _mistyped(self, OVERWRITE_ARGUMENT, "boolean", overwrite)
+            out[OVERWRITE_ARGUMENT] = overwrite
+        for p in self.parameters:
+            if p.name not in arguments or arguments[p.name] is None:
+                if p.required:
+                    raise _missing(self, p.name, p.description)
+                if p.has_default:
+                    out[p.name] = p.default
+                continue
+            out[p.name] = _check_parameter(self, p, arguments[p.name])
+        return out
+
+    # -- MCP tool schema ---------------------------------------------------------------------
+
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON Schema of this operation's arguments, as MCP ``tools/list`` publishes it."""
+        props: dict[str, Any] = {}
+        required: list[str] = []
+        for d in self.datasets:
+            desc = d.description
+            if d.geometry_types:
+                desc += f" Accepted geometry types: {', '.join(d.geometry_types)}."
+            props[d.name] = {"type": "string", "description": f"Path to a {d.kind} dataset. {desc}"}
+            if d.required:
+                required.append(d.name)
+        for p in self.parameters:
+            schema: dict[str, Any] = {"type": p.type, "description": p.description}
+            if p.unit:
+                schema["description"] += f" Unit: {p.unit}."
+            if p.has_default:
+                schema["default"] = p.default
+            if p.minimum is not None:
+                schema["minimum"] = p.minimum
+            if p.maximum is not None:
+                schema["maximum"] = p.maximum
+            if p.exclusive_minimum is not None:
+                schema["exclusiveMinimum"] = p.exclusive_minimum
+            if p.choices is not None:
+                schema["enum"] = list(p.choices)
+            props[p.name] = schema
+            if p.required:
+                required.append(p.name)
+        if self.writes_dataset:
+            fmt = f" Format by extension: {', '.join(self.output_formats)}." if self.output_formats else ""
+            props[OUTPUT_ARGUMENT] = {
+                "type": "string",
+                "description": "Path of the dataset to write; a provenance manifest is written beside it."
+                + fmt,
+            }
+            props[OVERWRITE_ARGUMENT] = {
+                "type": "boolean",
+                "default": False,
+                "description": "Replace an existing output (never an input). Off by default.",
+            }
+            required.append(OUTPUT_ARGUMENT)
+        return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+    def to_summary(self) -> dict[str, Any]:
+        return {
+            "operation": self.name,
+            "status": self.status,
+            "summary": self.summary,
+            "category": self.category,
+            "distinguishes": self.distinguishes,
+            "input_kinds": list(self.input_kinds),
+            "output_kind": self.output_kind,
+        }
+
+
+def _missing(contract: OperationContract, name: str, what: str) -> ArgumentError:
+    return ArgumentError(
+        f"{contract.name} needs {name!r}: {what}",
+        code="MISSING_ARGUMENT",
+        evidence={"operation": contract.name, "argument": name},
+        hint=f"add {name!r} to the arguments",
+    )
+
+
+def _mistyped(contract: OperationContract, name: str, expected: str, value: Any) -> ArgumentError:
+    return ArgumentError(
+        f"{contract.name}: {name!r} must be a {expected}, got {type(value).__name__} {value!r}",
+        code="WRONG_ARGUMENT_TYPE",
+        evidence={"operation": contract.name, "argument": name, "value": repr(value)},
+        hint=f"pass {name!r} as a {expected}",
+    )
+
+
+def _check_path_value(contract: OperationContract, name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise _mistyped(contract, name, "non-empty string path", value)
+    return value
+
+
+def _check_parameter(contract: OperationContract, p: Parameter, value: Any) -> Any:
+    # bool is an int in Python; a JSON true must not pass as the number 1.
+    if p.type == "boolean":
+        if not isinstance(value, bool):
+            raise _mistyped(contract, p.name, "boolean", value)
+    elif p.type == "integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _mistyped(contract, p.name, "integer", value)
+    elif p.type == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise _mistyped(contract, p.name, "finite number", value)
+        value = float(value)
+    elif p.type == "string" and not isinstance(value, str):
+        raise _mistyped(contract, p.name, "string", value)
+    if p.choices is not None and value not in p.choices:
+        close = difflib.get_close_matches(str(value), [str(c) for c in p.choices], n=1)
+        raise ArgumentError(
+            f"{contract.name}: {p.name!r} must be one of {list(p.choices)}, got {value!r}"
+            + (f"; did you mean {close[0]!r}?" if close else ""),
+            code="ARGUMENT_NOT_IN_CHOICES",
+            evidence={"operation": contract.name, "argument": p.name, "value": value},
+            hint=f"choose one of {list(p.choices)}",
+        )
+    bounds = [
+        (p.minimum, lambda v, b: v >= b, ">="),
+        (p.exclusive_minimum, lambda v, b: v > b, ">"),
+        (p.maximum, lambda v, b: v <= b, "<="),
+    ]
+    for bound, ok, sign in bounds:
+        if bound is not None and not ok(value, bound):
+            unit = f" {p.unit}" if p.unit else ""
+            raise ArgumentError(
+                f"{contract.name}: {p.name!r} must be {sign} {bound}{unit}, got {value}",
+                code="ARGUMENT_OUT_OF_RANGE",
+                evidence={"operation": contract.name, "argument": p.name, "value": value},
+                hint=f"pass {p.name} {sign} {bound}{unit}",
+            )
+    return value
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+@cache
+def _schema_validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads((contracts_root() / "schemas" / "operation.schema.json").read_text("utf-8"))
+    return Draft202012Validator(schema)
+
+
+def parse_contract(data: Mapping[str, Any], source: str) -> OperationContract:
+    """Validate one contract mapping against the schema and the house rules, and type it."""
+    errors = sorted(_schema_validator().iter_errors(dict(data)), key=lambda e: list(e.absolute_path))
+    if errors:
+        where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
+        raise ContractError(
+            f"contract {source} fails the operation schema at {where}: {errors[0].message}",
+            evidence={"source": source, "errors": [e.message for e in errors[:10]]},
+            hint="fix the contract so it validates against contracts/schemas/operation.schema.json",
+        )
+    params = []
+    for p in data.get("parameters", []):
+        unit = p.get("unit")
+        if unit is not None:
+            suffix = UNIT_SUFFIXES.get(unit)
+            if suffix is None or not p["name"].endswith(suffix):
+                raise ContractError(
+                    f"contract {source}: parameter {p['name']!r} has unit {unit!r}, so its name must "
+                    f"end in {suffix or '(a known unit suffix)'}",
+                    hint=f"known units and suffixes: {UNIT_SUFFIXES}",
+                )
+        params.append(
+            Parameter(
+                name=p["name"],
+                type=p["type"],
+                description=p["description"],
+                unit=unit,
+                required=p.get("required", False),
+                default=p.get("default"),
+                has_default="default" in p,
+                minimum=p.get("minimum"),
+                maximum=p.get("maximum"),
+                exclusive_minimum=p.get("exclusive_minimum"),
+                choices=tuple(p["choices"]) if "choices" in p else None,
+            )
+        )
+    datasets = tuple(
+        DatasetArgument(
+            name=d["name"],
+            kind=d["kind"],
+            description=d["description"],
+            geometry_types=tuple(d["geometry_types"]) if "geometry_types" in d else None,
+            required=d.get("required", True),
+        )
+        for d in data.get("datasets", [])
+    )
+    out = data["output"]
+    contract = OperationContract(
+        name=data["name"],
+        summary=data["summary"],
+        category=data["category"],
+        status=data["status"],
+        distinguishes=data["distinguishes"],
+        output_kind=out["kind"],
+        crs_effect=data["crs_effect"],
+        needs_projected_crs=data["needs_projected_crs"],
+        checks=tuple(data["checks"]),
+        datasets=datasets,
+        parameters=tuple(params),
+        examples=tuple(data["examples"]),
+        output_geometry_types=tuple(out.get("geometry_types", ())),
+        output_feature_count=out.get("feature_count", "any"),
+        output_formats=tuple(out.get("formats", ())),
+        keywords=tuple(data.get("keywords", ())),
+        source=source,
+        raw=dict(data),
+    )
+    names = [d.name for d in datasets] + [p.name for p in params]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates or {OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT} & set(names):
+        raise ContractError(
+            f"contract {source}: argument names clash: {sorted(duplicates | ({OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT} & set(names)))}",
+            hint="output_path and overwrite are added by the loader; every other name must be unique",
+        )
+    if contract.writes_dataset and out.get("argument") != OUTPUT_ARGUMENT:
+        raise ContractError(
+            f"contract {source}: a dataset output must declare argument = {OUTPUT_ARGUMENT!r}",
+            hint="set [output] argument = 'output_path'",
+        )
+    return contract
+
+
+def load_contract_file(path: Path) -> OperationContract:
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ContractError(f"contract {path.name} is not valid TOML: {exc}", hint="fix the TOML syntax") from exc
+    contract = parse_contract(data, source=path.name)
+    if path.stem != contract.name:
+        raise ContractError(
+            f"contract file {path.name} declares name {contract.name!r}; the file must be named after it",
+            hint=f"rename the file to {contract.name}.toml",
+        )
+    return contract
+
+
+def load_builtin_contracts() -> dict[str, OperationContract]:
+    return {c.name: c for c in (load_contract_file(p) for p in sorted((contracts_root() / "operations").glob("*.toml")))}
+
+
+def suggest(name: str, known: Iterable[str]) -> list[str]:
+    """Close names for a misspelt operation or argument ("did you mean")."""
+    return difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)

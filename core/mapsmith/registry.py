@@ -1,0 +1,169 @@
+"""What plugins hand the core: stack specs, operation implementations, dataset readers.
+
+These are plain typed records. The core validates them on registration (see ``plugins.py``) and
+the router reads them; nothing here imports an engine or touches a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from mapsmith.runner import RunContext
+
+GeometryFamily = Literal["point", "line", "polygon"]
+UnavailableKind = Literal["missing", "licence_tier", "online_only", "stack_unavailable"]
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a stack (or one engine of it) can run here, and if not, the fix."""
+
+    available: bool
+    reason: str | None = None
+    fix: str | None = None
+    details: Mapping[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "available": self.available,
+            "reason": self.reason,
+            "fix": self.fix,
+            "details": dict(self.details),
+        }
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Why an operation cannot run on a stack: one of the four kinds, each its own decision.
+
+    ``missing``: the stack has no such tool. ``licence_tier``: it has it, this machine's licence
+    level does not include it. ``online_only``: it needs an online service. ``stack_unavailable``:
+    the stack itself is not installed or not usable here.
+    """
+
+    kind: UnavailableKind
+    reason: str
+    hint: str
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What a header read tells about a dataset; enough for preconditions and output checks."""
+
+    path: str
+    kind: Literal["vector", "raster"]
+    driver: str | None
+    layer: str | None
+    layers: tuple[str, ...]
+    crs_wkt: str | None
+    crs_label: str | None
+    crs_is_geographic: bool | None
+    feature_count: int | None
+    geometry_types: tuple[str, ...]  # as the engine names them, e.g. ("Polygon", "MultiPolygon")
+    bounds: tuple[float, float, float, float] | None  # in the dataset's CRS
+    bounds_lonlat: tuple[float, float, float, float] | None  # the same extent in WGS 84, if known
+    invalid_count: int | None = None  # only when asked for: it reads every geometry
+    fields: tuple[str, ...] = ()
+
+    @property
+    def geometry_families(self) -> frozenset[str]:
+        return frozenset(geometry_family(t) for t in self.geometry_types if t)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "driver": self.driver,
+            "layer": self.layer,
+            "layers": list(self.layers),
+            "crs": self.crs_label,
+            "crs_is_geographic": self.crs_is_geographic,
+            "feature_count": self.feature_count,
+            "geometry_types": list(self.geometry_types),
+            "bounds": list(self.bounds) if self.bounds else None,
+            "bounds_lonlat": list(self.bounds_lonlat) if self.bounds_lonlat else None,
+            "fields": list(self.fields),
+        }
+
+
+def geometry_family(geometry_type: str) -> str:
+    """Map an engine's geometry type name to point/line/polygon (or 'collection'/'unknown')."""
+    name = geometry_type.replace(" ", "").replace("25D", "").rstrip("ZM").lower()
+    if name.startswith("multi"):
+        name = name[len("multi") :]
+    return {
+        "point": "point",
+        "linestring": "line",
+        "linearring": "line",
+        "polygon": "polygon",
+        "geometrycollection": "collection",
+    }.get(name, "unknown")
+
+
+class DatasetIO(Protocol):
+    """The reader/repairer a stack provides so the core can check inputs and outputs."""
+
+    def inspect(self, path: Path, layer: str | None = None, *, validity: bool = False) -> DatasetInfo:
+        """Read the header (and, with ``validity``, count invalid geometries) of one layer."""
+        ...
+
+    def list_layers(self, path: Path) -> list[str]:
+        """The layer names of a (possibly multi-layer) container."""
+        ...
+
+    def repair_geometries(self, source: Path, target: Path, layer: str | None) -> dict[str, Any]:
+        """Write ``source`` to ``target`` with invalid geometries made valid; report counts."""
+        ...
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """A stack: a family of engines selected as a whole with ``MAPSMITH_STACK``."""
+
+    name: str
+    summary: str
+    availability: Callable[[], Availability]
+    engine_versions: Callable[[], Mapping[str, str]] = dict
+    dataset_io: Callable[[], DatasetIO] | None = None
+    licence: str = ""
+
+
+Implementation = Callable[["RunContext"], None]
+
+
+@dataclass(frozen=True)
+class OperationImpl:
+    """One engine's implementation of one operation on one stack."""
+
+    operation: str
+    stack: str
+    engine: str
+    function: Implementation
+    preference: int = 0
+    # Returns None when this engine can take the run, else the reason it cannot.
+    eligible: Callable[[RunContext], str | None] | None = None
+    # Returns None when usable on this machine, else why not (licence tier, online only ...).
+    requirement: Callable[[], Unavailable | None] | None = None
+
+
+class RegisterStack(Protocol):
+    def __call__(self, spec: StackSpec) -> None: ...
+
+
+class RegisterOperation(Protocol):
+    def __call__(
+        self,
+        implementation: Implementation,
+        *,
+        operation: str,
+        stack: str,
+        engine: str,
+        preference: int = 0,
+        eligible: Callable[[RunContext], str | None] | None = None,
+        requirement: Callable[[], Unavailable | None] | None = None,
+        contract: Path | Mapping[str, Any] | None = None,
+    ) -> None: ...

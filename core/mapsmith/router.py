@@ -1,0 +1,172 @@
+"""The router: which stack and engine run an operation, or a structured reason why none can.
+
+``MAPSMITH_STACK`` (default ``opensource``) is read once, when the router is built. When the chosen
+stack cannot run an operation the router says which of four things is true -- ``missing``,
+``licence_tier``, ``online_only``, ``stack_unavailable`` -- because each leads to a different
+decision. ``MAPSMITH_FALLBACK_STACK`` names a stack allowed to substitute; a substitution is always
+returned to the caller so that it reaches the manifest and the tool result. Nothing is substituted
+silently, and nothing here imports an engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mapsmith.contracts import OperationContract, suggest
+from mapsmith.errors import ConfigurationError, EngineError, OperationUnavailable, UnknownOperation
+from mapsmith.plugins import PluginHost
+from mapsmith.registry import Availability, OperationImpl, Unavailable
+
+if TYPE_CHECKING:
+    from mapsmith.runner import RunContext
+
+DEFAULT_STACK = "opensource"
+
+UNAVAILABLE_CODES = {
+    "missing": "OPERATION_MISSING",
+    "licence_tier": "LICENCE_TIER",
+    "online_only": "ONLINE_ONLY",
+    "stack_unavailable": "STACK_UNAVAILABLE",
+}
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The engines that may run an operation, in preference order, and any substitution made."""
+
+    operation: str
+    stack: str
+    impls: tuple[OperationImpl, ...]
+    substitution: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    impl: OperationImpl
+    passed_over: tuple[Mapping[str, str], ...] = ()
+    substitution: Mapping[str, Any] | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The manifest's account of the choice (under ``x-mapsmith:engine_choice``)."""
+        out: dict[str, Any] = {"stack": self.impl.stack, "engine": self.impl.engine}
+        if self.passed_over:
+            out["passed_over"] = [dict(p) for p in self.passed_over]
+        if self.substitution:
+            out["substitution"] = dict(self.substitution)
+        return out
+
+
+@dataclass
+class Router:
+    host: PluginHost
+    stack: str
+    fallback_stack: str | None = None
+    _availability: dict[str, Availability] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, host: PluginHost, environ: Mapping[str, str]) -> Router:
+        stack = environ.get("MAPSMITH_STACK", "").strip() or DEFAULT_STACK
+        fallback = environ.get("MAPSMITH_FALLBACK_STACK", "").strip() or None
+        for var, value in (("MAPSMITH_STACK", stack), ("MAPSMITH_FALLBACK_STACK", fallback)):
+            if value is not None and value not in host.stacks:
+                raise ConfigurationError(
+                    f"{var}={value!r} names no known stack; known stacks: {', '.join(sorted(host.stacks))}",
+                    code="UNKNOWN_STACK",
+                    evidence={"variable": var, "value": value, "known": sorted(host.stacks)},
+                    hint=f"set {var} to one of: {', '.join(sorted(host.stacks))}",
+                )
+        return cls(host=host, stack=stack, fallback_stack=fallback if fallback != stack else None)
+
+    def availability(self, stack: str) -> Availability:
+        """A stack's availability, asked once per process (detection can spawn a subprocess)."""
+        if stack not in self._availability:
+            try:
+                self._availability[stack] = self.host.stacks[stack].availability()
+            except Exception as exc:  # a detector must not raise; if it does, say so rather than crash
+                self._availability[stack] = Availability(
+                    False, reason=f"availability check raised {type(exc).__name__}: {exc}", fix=None
+                )
+        return self._availability[stack]
+
+    def contract(self, operation: str) -> OperationContract:
+        try:
+            return self.host.contracts[operation]
+        except KeyError:
+            close = suggest(operation, self.host.contracts)
+            raise UnknownOperation(
+                f"no operation named {operation!r}" + (f"; did you mean {' or '.join(close)}?" if close else ""),
+                evidence={"operation": operation, "suggestions": close},
+                hint="list_operations shows the catalog" + (f"; closest: {', '.join(close)}" if close else ""),
+            ) from None
+
+    def _unavailable_on(self, operation: str, stack: str) -> tuple[list[OperationImpl], Unavailable | None]:
+        avail = self.availability(stack)
+        if not avail.available:
+            return [], Unavailable(
+                "stack_unavailable",
+                f"the {stack} stack is not available here: {avail.reason}",
+                avail.fix or f"install the {stack} stack",
+            )
+        impls = self.host.implementations_for(operation, stack)
+        if not impls:
+            return [], Unavailable(
+                "missing",
+                f"the {stack} stack has no implementation of {operation}",
+                f"run {operation} with MAPSMITH_STACK=opensource, or start the server with "
+                "MAPSMITH_FALLBACK_STACK=opensource to allow a disclosed substitute",
+            )
+        usable, refusals = [], []
+        for impl in impls:
+            problem = impl.requirement() if impl.requirement else None
+            (refusals if problem else usable).append(problem or impl)
+        if usable:
+            return usable, None
+        return [], refusals[0]
+
+    def candidates(self, operation: str) -> Candidates:
+        """The engines allowed to run ``operation``, or ``OperationUnavailable`` with the reason."""
+        contract = self.contract(operation)
+        if contract.status != "available":
+            raise OperationUnavailable(
+                f"{operation} is planned, not yet available",
+                code="OPERATION_PLANNED",
+                evidence={"operation": operation, "status": contract.status},
+                hint="answer 'not yet' or use another operation from list_operations",
+            )
+        impls, why = self._unavailable_on(operation, self.stack)
+        if why is None:
+            return Candidates(operation, self.stack, tuple(impls))
+        if self.fallback_stack:
+            sub_impls, sub_why = self._unavailable_on(operation, self.fallback_stack)
+            if sub_why is None:
+                substitution = {
+                    "preferred_stack": self.stack,
+                    "outcome": why.kind,
+                    "code": UNAVAILABLE_CODES[why.kind],
+                    "reason": why.reason,
+                    "substitute_stack": self.fallback_stack,
+                }
+                return Candidates(operation, self.fallback_stack, tuple(sub_impls), substitution)
+        raise OperationUnavailable(
+            why.reason,
+            code=UNAVAILABLE_CODES[why.kind],
+            evidence={"operation": operation, "stack": self.stack, "outcome": why.kind},
+            hint=why.hint,
+        )
+
+    def choose_engine(self, candidates: Candidates, ctx: RunContext) -> EngineChoice:
+        """The most preferred eligible engine for this run; every engine passed over is recorded."""
+        passed_over: list[dict[str, str]] = []
+        for impl in candidates.impls:
+            reason = impl.eligible(ctx) if impl.eligible else None
+            if reason is None:
+                return EngineChoice(impl, tuple(passed_over), candidates.substitution)
+            passed_over.append({"engine": impl.engine, "reason": reason})
+        raise EngineError(
+            f"no engine of the {candidates.stack} stack can take this input for {candidates.operation}",
+            code="NO_ELIGIBLE_ENGINE",
+            evidence={"passed_over": passed_over},
+            hint="; ".join(p["reason"] for p in passed_over),
+        )

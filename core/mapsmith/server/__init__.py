@@ -1,0 +1,207 @@
+"""The MCP front end: a thin shell that parses a tool call, calls the MapSmith service, shapes the reply.
+
+Tool input schemas come from the operation contracts (one truth about what an operation takes).
+Domain errors become ``isError`` results carrying ``{code, message, hint, evidence}``. Engine work
+runs in a worker thread, so the server keeps answering while it computes. Nothing here computes a
+number or imports an engine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from mcp.server.lowlevel import Server
+from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool, ToolAnnotations
+
+from mapsmith import __version__
+from mapsmith.app import MapSmith
+from mapsmith.errors import ArgumentError, MapSmithError
+
+# The operations an agent uses most get a tool of their own; every catalog operation (including
+# plugins') is reachable through run_operation.
+DEDICATED_OPERATIONS = (
+    "describe_dataset",
+    "reproject_layer",
+    "buffer_layer",
+    "clip_layer",
+    "measure_area",
+    "convert_format",
+    "extract_layer",
+)
+
+INSTRUCTIONS = (
+    "MapSmith runs geoprocessing on real engines and writes a provenance manifest beside every dataset. "
+    "Start with describe_dataset to learn a file's layers and CRS. Distances are in metres whatever the "
+    "data's CRS. Errors carry a stable code and a hint: act on the hint rather than retrying unchanged."
+)
+
+_RUN_OPERATION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "operation": {"type": "string", "description": "An operation name from list_operations."},
+        "arguments": {"type": "object", "description": "The operation's arguments, as its contract declares."},
+    },
+    "required": ["operation"],
+    "additionalProperties": False,
+}
+_LIST_OPERATIONS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "input_kind": {
+            "type": "string",
+            "enum": ["vector", "raster", "any", "none"],
+            "description": "Keep operations that read this kind of dataset.",
+        },
+        "output_kind": {
+            "type": "string",
+            "enum": ["dataset:vector", "dataset:raster", "answer", "description"],
+            "description": "Keep operations that produce this.",
+        },
+    },
+    "additionalProperties": False,
+}
+_GET_PROVENANCE_SCHEMA = {
+    "type": "object",
+    "properties": {"path": {"type": "string", "description": "A dataset MapSmith wrote."}},
+    "required": ["path"],
+    "additionalProperties": False,
+}
+_EMPTY_SCHEMA = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def _ok(data: dict[str, Any]) -> CallToolResult:
+    text = json.dumps(data, indent=2, default=str, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _error(exc: MapSmithError) -> CallToolResult:
+    data = exc.to_dict()
+    text = json.dumps(data, indent=2, default=str, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data, is_error=True)
+
+
+def build_server(app: MapSmith) -> Server[Any]:
+    """The MCP server for one MapSmith service."""
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+    def tools() -> list[Tool]:
+        out = [
+            Tool(
+                name="server_info",
+                description="MapSmith's version and licence, every stack with its availability and the fix when "
+                "missing, and the engines with their versions.",
+                input_schema=_EMPTY_SCHEMA,
+                annotations=read_only,
+            ),
+            Tool(
+                name="list_operations",
+                description="The operation catalog, filtered by the kind of data held (input_kind) and the "
+                "kind of result wanted (output_kind). Each entry says what separates it from its neighbours.",
+                input_schema=_LIST_OPERATIONS_SCHEMA,
+                annotations=read_only,
+            ),
+            Tool(
+                name="run_operation",
+                description="Run any catalog operation by name; the arguments are checked against its contract "
+                "before any file is touched. Unknown names are answered with the closest ones.",
+                input_schema=_RUN_OPERATION_SCHEMA,
+                annotations=writes,
+            ),
+            Tool(
+                name="get_provenance",
+                description="The provenance manifest beside a dataset MapSmith wrote, whether the file still "
+                "matches its recorded digest, and its lineage walked back by content.",
+                input_schema=_GET_PROVENANCE_SCHEMA,
+                annotations=read_only,
+            ),
+        ]
+        for name in DEDICATED_OPERATIONS:
+            contract = app.host.contracts[name]
+            out.append(
+                Tool(
+                    name=name,
+                    description=f"{contract.summary} {contract.distinguishes}",
+                    input_schema=contract.input_schema(),
+                    annotations=read_only if not contract.writes_dataset else writes,
+                )
+            )
+        return out
+
+    async def run_op(name: str, arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        # A no-op unless the client sent a progress token.
+        await ctx.session.report_progress(0.0, 1.0, f"{name}: checking arguments and inputs")
+        result = await anyio.to_thread.run_sync(lambda: app.run(name, arguments))
+        await ctx.session.report_progress(1.0, 1.0, f"{name}: {result.status}")
+        return result.to_dict()
+
+    handlers: dict[str, Callable[[dict[str, Any], Any], Awaitable[dict[str, Any]]]] = {}
+
+    async def server_info(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        return await anyio.to_thread.run_sync(app.server_info)
+
+    async def list_operations(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        ops = app.list_operations(args.get("input_kind"), args.get("output_kind"))
+        return {"count": len(ops), "operations": ops}
+
+    async def run_operation(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        operation = args.get("operation")
+        if not isinstance(operation, str):
+            raise ArgumentError("run_operation needs 'operation' (a name from list_operations)",
+                                code="MISSING_ARGUMENT", hint="pass operation='buffer_layer' and its arguments")
+        return await run_op(operation, args.get("arguments") or {}, ctx)
+
+    async def get_provenance(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        path = args.get("path")
+        if not isinstance(path, str):
+            raise ArgumentError("get_provenance needs 'path'", code="MISSING_ARGUMENT", hint="pass the dataset path")
+        return await anyio.to_thread.run_sync(lambda: app.get_provenance(path))
+
+    handlers.update(
+        server_info=server_info,
+        list_operations=list_operations,
+        run_operation=run_operation,
+        get_provenance=get_provenance,
+    )
+    for op in DEDICATED_OPERATIONS:
+        handlers[op] = lambda args, ctx, _op=op: run_op(_op, args, ctx)
+
+    async def on_list_tools(ctx: Any, params: Any) -> ListToolsResult:
+        return ListToolsResult(tools=tools())
+
+    async def on_call_tool(ctx: Any, params: Any) -> CallToolResult:
+        handler = handlers.get(params.name)
+        if handler is None:
+            from mapsmith.contracts import suggest
+
+            close = suggest(params.name, handlers)
+            return _error(
+                ArgumentError(
+                    f"no tool named {params.name!r}",
+                    code="UNKNOWN_TOOL",
+                    hint=f"did you mean {', '.join(close)}?" if close else "tools/list shows the tools",
+                )
+            )
+        try:
+            return _ok(await handler(dict(params.arguments or {}), ctx))
+        except MapSmithError as exc:
+            return _error(exc)
+
+    return Server(
+        "mapsmith",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )
+
+
+async def serve_stdio(app: MapSmith) -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(app)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -1,0 +1,82 @@
+"""The opensource stack: GeoPandas, Shapely, pyogrio, pyproj and DuckDB Spatial.
+
+The default stack, and the dataset reader every other stack falls back on. Registered through the
+``mapsmith`` entry-point group like any third-party plugin. Engines are imported only when an
+operation runs or availability is asked, never when this module is imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+
+from mapsmith.hookspecs import hookimpl
+from mapsmith.registry import Availability, RegisterOperation, RegisterStack, StackSpec
+
+STACK = "opensource"
+REQUIRED_MODULES = ("geopandas", "shapely", "pyproj", "pyogrio", "pyarrow", "duckdb", "duckdb_extension_spatial")
+
+
+def availability() -> Availability:
+    missing = [m for m in REQUIRED_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        return Availability(
+            False,
+            reason=f"missing Python packages: {', '.join(missing)}",
+            fix="pip install --force-reinstall mapsmith",
+        )
+    return Availability(True)
+
+
+def engine_versions() -> Mapping[str, str]:
+    from mapsmith_opensource import duckdb_spatial
+    from mapsmith_opensource.vector_ops import engine_versions as vector_versions
+
+    return {**vector_versions(), **duckdb_spatial.versions()}
+
+
+def dataset_io() -> object:
+    from mapsmith_opensource.io import OpenSourceIO
+
+    return OpenSourceIO()
+
+
+@hookimpl
+def mapsmith_register_stacks(register: RegisterStack) -> None:
+    register(
+        StackSpec(
+            name=STACK,
+            summary="GeoPandas, Shapely, pyogrio (GDAL), pyproj (PROJ) and DuckDB Spatial, in process",
+            availability=availability,
+            engine_versions=engine_versions,
+            dataset_io=dataset_io,  # type: ignore[arg-type]
+            licence="BSD-3-Clause / MIT / LGPL (GEOS) / MIT (GDAL, PROJ, DuckDB)",
+        )
+    )
+
+
+def _lazy(name: str):  # noqa: ANN202 - a small trampoline keeps engine imports out of start-up
+    def run(ctx):  # noqa: ANN001, ANN202
+        from mapsmith_opensource import vector_ops
+
+        getattr(vector_ops, name)(ctx)
+
+    run.__name__ = name
+    return run
+
+
+VECTOR_OPERATIONS = (
+    "describe_dataset",
+    "reproject_layer",
+    "buffer_layer",
+    "clip_layer",
+    "measure_area",
+    "convert_format",
+    "extract_layer",
+)
+
+
+@hookimpl
+def mapsmith_register_operations(register: RegisterOperation) -> None:
+    for name in VECTOR_OPERATIONS:
+        register(_lazy(name), operation=name, stack=STACK, engine="geopandas")

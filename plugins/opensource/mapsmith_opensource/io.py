@@ -1,0 +1,215 @@
+"""Reading and writing vector datasets for the opensource stack (pyogrio, GeoPandas, pyarrow).
+
+One place decides how each format is read and written: GDAL through pyogrio for GeoPackage,
+GeoJSON, FlatGeobuf and shapefiles; GeoParquet through pyarrow (the pyogrio wheel's GDAL has no
+Parquet driver). Headers are read without loading features wherever the format allows. This module
+never chooses a CRS, never drops a feature, and never writes anywhere but the path it is given.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mapsmith.errors import InputError, OutputError
+from mapsmith.registry import DatasetInfo
+
+if TYPE_CHECKING:
+    import geopandas as gpd
+
+# Output formats by extension; the GDAL driver name, or "parquet" for GeoParquet via pyarrow.
+WRITE_DRIVERS = {
+    ".gpkg": "GPKG",
+    ".geojson": "GeoJSON",
+    ".json": "GeoJSON",
+    ".fgb": "FlatGeobuf",
+    ".parquet": "parquet",
+    ".geoparquet": "parquet",
+}
+GENERIC_TYPES = {"Unknown", "Geometry", "GeometryCollection", None, ""}
+
+
+def is_parquet(path: Path) -> bool:
+    return path.suffix.lower() in (".parquet", ".geoparquet")
+
+
+def list_layers(path: Path) -> list[str]:
+    if is_parquet(path):
+        return [path.stem]
+    import pyogrio
+
+    try:
+        return [str(row[0]) for row in pyogrio.list_layers(path)]
+    except Exception as exc:
+        raise _unreadable(path, exc) from exc
+
+
+def _unreadable(path: Path, exc: Exception) -> InputError:
+    return InputError(
+        f"cannot read {path.name} as a vector dataset: {exc}",
+        code="INPUT_UNREADABLE",
+        evidence={"path": str(path), "engine_message": str(exc)},
+        hint="check the file is a complete GeoPackage, GeoJSON, FlatGeobuf, GeoParquet or shapefile",
+    )
+
+
+def read_layer(path: Path, layer: str | None = None) -> gpd.GeoDataFrame:
+    import geopandas as gpd
+
+    try:
+        if is_parquet(path):
+            return gpd.read_parquet(path)
+        return gpd.read_file(path, layer=layer, engine="pyogrio")
+    except Exception as exc:
+        raise _unreadable(path, exc) from exc
+
+
+def write_layer(gdf: gpd.GeoDataFrame, path: Path, layer: str | None = None) -> None:
+    driver = WRITE_DRIVERS.get(path.suffix.lower())
+    if driver is None:
+        raise OutputError(
+            f"no writer for {path.suffix!r}",
+            code="OUTPUT_FORMAT_UNSUPPORTED",
+            evidence={"path": str(path)},
+            hint=f"use one of {sorted(WRITE_DRIVERS)}",
+        )
+    if driver == "parquet":
+        gdf.to_parquet(path, index=False)
+        return
+    kwargs: dict[str, Any] = {}
+    if driver == "GPKG":
+        kwargs["layer"] = layer or path.stem.lstrip(".").split(".tmp-")[0]
+    gdf.to_file(path, driver=driver, engine="pyogrio", **kwargs)
+
+
+def _crs_fields(crs_input: Any) -> tuple[str | None, str | None, bool | None, Any]:
+    if crs_input in (None, ""):
+        return None, None, None, None
+    from pyproj import CRS
+
+    from mapsmith.crs import crs_label
+
+    crs = CRS.from_user_input(crs_input)
+    return crs.to_wkt(), crs_label(crs), crs.is_geographic, crs
+
+
+def _lonlat_bounds(crs: Any, bounds: tuple[float, float, float, float] | None) -> tuple[float, ...] | None:
+    if crs is None or bounds is None or any(b != b for b in bounds):  # NaN bounds: empty layer
+        return None
+    from pyproj import Transformer
+
+    t = Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
+    return tuple(float(v) for v in t.transform_bounds(*bounds, densify_pts=21))
+
+
+def _parquet_info(path: Path) -> tuple[Any, int, tuple[str, ...], tuple[float, ...] | None, tuple[str, ...]]:
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(path)
+    geo = json.loads((meta.metadata or {}).get(b"geo", b"{}") or b"{}")
+    if not geo:
+        raise InputError(f"{path.name} is a Parquet file without GeoParquet metadata", code="INPUT_NOT_GEOPARQUET",
+                         evidence={"path": str(path)}, hint="write it as GeoParquet (geopandas to_parquet)")
+    column = geo["columns"][geo["primary_column"]]
+    # GeoParquet: a missing "crs" key means OGC:CRS84; an explicit null means no CRS.
+    crs = column.get("crs", "OGC:CRS84")
+    bbox = tuple(column["bbox"]) if "bbox" in column else None
+    fields = tuple(n for n in meta.schema.names if n != geo["primary_column"])
+    return crs, meta.num_rows, tuple(column.get("geometry_types", ())), bbox, fields
+
+
+def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> DatasetInfo:
+    """A header read (plus, with ``validity`` or a generic declared type, a geometry scan)."""
+    if is_parquet(path):
+        crs_input, count, types, bounds, fields = _parquet_info(path)
+        driver = "GeoParquet"
+        layers: tuple[str, ...] = (path.stem,)
+    else:
+        import pyogrio
+
+        try:
+            info = pyogrio.read_info(path, layer=layer, force_feature_count=True, force_total_bounds=True)
+        except Exception as exc:
+            raise _unreadable(path, exc) from exc
+        crs_input = info.get("crs")
+        count = int(info["features"])
+        types = (info.get("geometry_type"),) if info.get("geometry_type") else ()
+        tb = info.get("total_bounds")
+        bounds = tuple(float(v) for v in tb) if tb is not None else None
+        fields = tuple(str(f) for f in info.get("fields", ()))
+        driver = info.get("driver")
+        layers = tuple(list_layers(path))
+        layer = layer or (info.get("layer_name") if isinstance(info.get("layer_name"), str) else None) or (
+            layers[0] if len(layers) == 1 else None
+        )
+    invalid = None
+    if validity or not types or set(types) & GENERIC_TYPES:
+        gdf = read_layer(path, layer)
+        geoms = gdf.geometry
+        present = geoms[geoms.notna() & ~geoms.is_empty]
+        # An empty layer's declared 'Unknown' is not a geometry type: it holds none.
+        types = tuple(sorted(set(present.geom_type))) if len(present) else tuple(t for t in types if t not in GENERIC_TYPES)
+        if validity:
+            invalid = int((~present.is_valid).sum())
+        if bounds is None and len(present):
+            bounds = tuple(float(v) for v in present.total_bounds)
+    wkt, label, geographic, crs = _crs_fields(crs_input)
+    return DatasetInfo(
+        path=str(path),
+        kind="vector",
+        driver=driver,
+        layer=layer,
+        layers=layers,
+        crs_wkt=wkt,
+        crs_label=label,
+        crs_is_geographic=geographic,
+        feature_count=count,
+        geometry_types=tuple(t for t in types if t),
+        bounds=bounds if bounds and count else None,
+        bounds_lonlat=_lonlat_bounds(crs, bounds if count else None),
+        invalid_count=invalid,
+        fields=fields,
+    )
+
+
+def repair_geometries(source: Path, target: Path, layer: str | None) -> dict[str, Any]:
+    """make_valid on the invalid geometries only, keeping each layer's own dimension."""
+    import shapely
+
+    gdf = read_layer(source, layer)
+    geoms = gdf.geometry.values
+    invalid = ~shapely.is_valid(geoms) & ~shapely.is_missing(geoms)
+    fixed = shapely.make_valid(geoms[invalid])
+    # make_valid may return a collection mixing a polygon with stray lines; keep the parts of the
+    # original dimension so a polygon layer stays a polygon layer, and count what was dropped.
+    dims = shapely.get_dimensions(geoms[invalid])
+    kept, dropped = [], 0
+    for geom, dim in zip(fixed, dims, strict=True):
+        parts = shapely.get_parts(geom)
+        same = [p for p in parts if shapely.get_dimensions(p) == dim]
+        dropped += len(parts) - len(same)
+        kept.append(shapely.union_all(same) if same else shapely.from_wkt("GEOMETRYCOLLECTION EMPTY"))
+    out = gdf.copy()
+    values = out.geometry.values.copy()
+    values[invalid] = kept
+    out = out.set_geometry(values)
+    write_layer(out, target)
+    return {
+        "action": "shapely.make_valid",
+        "invalid_before": int(invalid.sum()),
+        "lower_dimension_parts_dropped": dropped,
+    }
+
+
+class OpenSourceIO:
+    """The ``DatasetIO`` of this stack (and the core's default reader)."""
+
+    def inspect(self, path: Path, layer: str | None = None, *, validity: bool = False) -> DatasetInfo:
+        return inspect(path, layer, validity=validity)
+
+    def list_layers(self, path: Path) -> list[str]:
+        return list_layers(path)
+
+    def repair_geometries(self, source: Path, target: Path, layer: str | None) -> dict[str, Any]:
+        return repair_geometries(source, target, layer)

@@ -1,0 +1,65 @@
+"""Shared fixtures: a workspace per test, a MapSmith service on it, and manifest validation.
+
+Every ``*.provenance.json`` a test leaves in its workspace is validated, at teardown, against the
+published JSON Schema in ``../shared/manifest-spec`` (and the timestamp-order rule), so no test can
+produce a non-conforming record unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+SPEC_SCHEMA = SHARED / "manifest-spec" / "schema" / "manifest-v1.schema.json"
+
+
+def published_schema_errors(record: dict[str, Any]) -> list[str]:
+    """Validate with the published schema itself (not our packaged copy) plus the order rule."""
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads(SPEC_SCHEMA.read_text("utf-8"))
+    errors = [e.message for e in Draft202012Validator(schema).iter_errors(record)]
+    try:
+        start = datetime.fromisoformat(record["started_at"].replace("Z", "+00:00"))
+        end = datetime.fromisoformat(record["finished_at"].replace("Z", "+00:00"))
+        if end < start:
+            errors.append("finished_at precedes started_at")
+    except (KeyError, ValueError) as exc:
+        errors.append(f"timestamps unreadable: {exc}")
+    return errors
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Iterator[Path]:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    yield ws
+    if not SPEC_SCHEMA.exists():
+        return
+    for manifest in ws.rglob("*.provenance.json"):
+        record = json.loads(manifest.read_text("utf-8"))
+        errors = published_schema_errors(record)
+        assert not errors, f"{manifest.name} does not conform: {errors}"
+
+
+@pytest.fixture
+def make_app(workspace: Path) -> Callable[..., Any]:
+    from mapsmith.app import MapSmith
+
+    def make(**env: str) -> MapSmith:
+        environ = {"MAPSMITH_WORKSPACE": str(workspace), **env}
+        return MapSmith(environ)
+
+    return make
+
+
+@pytest.fixture
+def app(make_app: Callable[..., Any]) -> Any:
+    return make_app()
