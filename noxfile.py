@@ -1,4 +1,4 @@
-"""Developer and CI sessions. `nox` with no arguments runs what CI runs: tests, then the demo.
+"""Developer and CI sessions. `nox` with no arguments runs what CI runs: lint, typecheck, tests, then the demo.
 
 Every session installs MapSmith from this checkout into a fresh virtual environment, so a
 dependency that is not declared in pyproject.toml fails here as it would for a user.
@@ -6,7 +6,7 @@ dependency that is not declared in pyproject.toml fails here as it would for a u
 
 import nox
 
-nox.options.sessions = ["tests", "demo"]
+nox.options.sessions = ["lint", "typecheck", "tests", "demo"]
 nox.options.reuse_existing_virtualenvs = False
 PYTHON = "3.11"
 

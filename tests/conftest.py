@@ -41,11 +41,14 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
     ws = tmp_path / "ws"
     ws.mkdir()
     yield ws
-    if not SPEC_SCHEMA.exists():
-        return
     for manifest in ws.rglob("*.provenance.json"):
         record = json.loads(manifest.read_text("utf-8"))
-        errors = published_schema_errors(record)
+        if SPEC_SCHEMA.exists():
+            errors = published_schema_errors(record)
+        else:  # shared/ is not beside this checkout: the packaged copy of the same schema
+            from mapsmith.provenance.validator import schema_errors
+
+            errors = schema_errors(record)
         assert not errors, f"{manifest.name} does not conform: {errors}"
 
 

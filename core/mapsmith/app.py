@@ -73,7 +73,9 @@ class MapSmith:
         engines: dict[str, dict[str, str]] = {}
         for name, spec in sorted(self.host.stacks.items()):
             avail = self.router.availability(name)
-            stacks.append({"name": name, "summary": spec.summary, "selected": name == self.router.stack, **avail.to_dict()})
+            stacks.append(
+                {"name": name, "summary": spec.summary, "selected": name == self.router.stack, **avail.to_dict()}
+            )
             if avail.available:
                 try:
                     engines[name] = dict(spec.engine_versions())
@@ -96,8 +98,10 @@ class MapSmith:
         """The catalog, filtered by what the caller holds (input kind) and wants back (output kind)."""
         out = []
         for name, contract in sorted(self.host.contracts.items()):
-            if input_kind and input_kind not in contract.input_kinds and not (
-                input_kind == "none" and not contract.datasets
+            if (
+                input_kind
+                and input_kind not in contract.input_kinds
+                and not (input_kind == "none" and not contract.datasets)
             ):
                 continue
             if output_kind and contract.output_kind != output_kind:
@@ -114,11 +118,19 @@ class MapSmith:
 
         resolved = self.workspace.resolve(path, argument="path")
         if not isinstance(resolved, Path):
-            raise InputError("provenance is read for local datasets only", code="REMOTE_INPUT_UNSUPPORTED",
-                             evidence={"path": path}, hint="pass a path inside the workspace")
+            raise InputError(
+                "provenance is read for local datasets only",
+                code="REMOTE_INPUT_UNSUPPORTED",
+                evidence={"path": path},
+                hint="pass a path inside the workspace",
+            )
         if not resolved.exists():
-            raise InputError(f"no dataset at {path}", code="INPUT_NOT_FOUND", evidence={"path": path},
-                             hint="pass the output_path a MapSmith operation wrote")
+            raise InputError(
+                f"no dataset at {path}",
+                code="INPUT_NOT_FOUND",
+                evidence={"path": path},
+                hint="pass the output_path a MapSmith operation wrote",
+            )
         mpath = manifest_path(resolved)
         if not mpath.exists():
             failed = sorted(resolved.parent.glob(resolved.name + ".failed*" + MANIFEST_SUFFIX))

@@ -188,8 +188,7 @@ class OperationContract:
             fmt = f" Format by extension: {', '.join(self.output_formats)}." if self.output_formats else ""
             props[OUTPUT_ARGUMENT] = {
                 "type": "string",
-                "description": "Path of the dataset to write; a provenance manifest is written beside it."
-                + fmt,
+                "description": "Path of the dataset to write; a provenance manifest is written beside it." + fmt,
             }
             props[OVERWRITE_ARGUMENT] = {
                 "type": "boolean",
@@ -354,10 +353,10 @@ def parse_contract(data: Mapping[str, Any], source: str) -> OperationContract:
         raw=dict(data),
     )
     names = [d.name for d in datasets] + [p.name for p in params]
-    duplicates = {n for n in names if names.count(n) > 1}
-    if duplicates or {OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT} & set(names):
+    clashes = {n for n in names if names.count(n) > 1} | ({OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT} & set(names))
+    if clashes:
         raise ContractError(
-            f"contract {source}: argument names clash: {sorted(duplicates | ({OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT} & set(names)))}",
+            f"contract {source}: argument names clash: {sorted(clashes)}",
             hint="output_path and overwrite are added by the loader; every other name must be unique",
         )
     if contract.writes_dataset and out.get("argument") != OUTPUT_ARGUMENT:
@@ -383,7 +382,9 @@ def load_contract_file(path: Path) -> OperationContract:
 
 
 def load_builtin_contracts() -> dict[str, OperationContract]:
-    return {c.name: c for c in (load_contract_file(p) for p in sorted((contracts_root() / "operations").glob("*.toml")))}
+    return {
+        c.name: c for c in (load_contract_file(p) for p in sorted((contracts_root() / "operations").glob("*.toml")))
+    }
 
 
 def suggest(name: str, known: Iterable[str]) -> list[str]:

@@ -207,9 +207,7 @@ def is_geographic(crs: CRSLike) -> bool:
     return bool(parse_crs(crs).is_geographic)
 
 
-def estimate_utm_crs(
-    bounds_lonlat: tuple[float, float, float, float], datum_name: str = "WGS 84"
-) -> CRS:
+def estimate_utm_crs(bounds_lonlat: tuple[float, float, float, float], datum_name: str = "WGS 84") -> CRS:
     """The UTM zone on ``datum_name`` containing the centre of an area of interest.
 
     ``bounds_lonlat`` is ``(west, south, east, north)`` in degrees; ``west > east`` means the area
@@ -332,8 +330,7 @@ def choose_transformer(
     if not group.transformers:
         grids = sorted({grid for op in missing for grid in _missing_grids(op)})
         raise CRSError(
-            f"No operation from {evidence['source_crs']} to {evidence['target_crs']} is "
-            "available on this machine.",
+            f"No operation from {evidence['source_crs']} to {evidence['target_crs']} is available on this machine.",
             code="CRS_NO_TRANSFORMATION",
             evidence={
                 **evidence,
@@ -364,8 +361,7 @@ def choose_transformer(
             "rule": (
                 "first of PROJ's available operations, ranked for the area of interest"
                 if bounds is not None
-                else "first of PROJ's available operations, ranked by size of area of use "
-                "(no area of interest given)"
+                else "first of PROJ's available operations, ranked by size of area of use (no area of interest given)"
             ),
             "area_of_interest_lonlat": evidence["area_of_interest_lonlat"],
             "available_operations": len(group.transformers),

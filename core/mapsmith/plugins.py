@@ -52,7 +52,9 @@ class PluginHost:
             self._load_entry_points(allow or None)
         for name, plugin in extra_plugins:
             self._pm.register(plugin, name=name)
-            self.distributions.setdefault(name, {"plugin": name, "distribution": "(registered in process)", "version": ""})
+            self.distributions.setdefault(
+                name, {"plugin": name, "distribution": "(registered in process)", "version": ""}
+            )
         try:
             self._pm.check_pending()
         except pluggy.PluginValidationError as exc:
@@ -121,8 +123,10 @@ class PluginHost:
                 hint=f"known stacks: {sorted(self.stacks)}",
             )
         if contract is not None:
-            parsed = load_contract_file(Path(contract)) if isinstance(contract, (str, Path)) else parse_contract(
-                contract, source=f"plugin contract for {operation}"
+            parsed = (
+                load_contract_file(Path(contract))
+                if isinstance(contract, (str, Path))
+                else parse_contract(contract, source=f"plugin contract for {operation}")
             )
             if parsed.name != operation:
                 raise ContractError(f"contract names {parsed.name!r}, registered as {operation!r}")

@@ -117,10 +117,14 @@ class Router:
                 f"run {operation} with MAPSMITH_STACK=opensource, or start the server with "
                 "MAPSMITH_FALLBACK_STACK=opensource to allow a disclosed substitute",
             )
-        usable, refusals = [], []
+        usable: list[OperationImpl] = []
+        refusals: list[Unavailable] = []
         for impl in impls:
             problem = impl.requirement() if impl.requirement else None
-            (refusals if problem else usable).append(problem or impl)
+            if problem is None:
+                usable.append(impl)
+            else:
+                refusals.append(problem)
         if usable:
             return usable, None
         return [], refusals[0]

@@ -39,8 +39,10 @@ if TYPE_CHECKING:
 MAX_REPAIR_ROUNDS = 2
 # A written dataset is never a shapefile: the format truncates field names to 10 characters and
 # splits one dataset over several files, which breaks atomic replacement.
-REFUSED_OUTPUT_FORMATS = {".shp": "shapefile output truncates field names to 10 characters and spreads one "
-                          "dataset over several files; write .gpkg (or .parquet / .fgb) instead"}
+REFUSED_OUTPUT_FORMATS = {
+    ".shp": "shapefile output truncates field names to 10 characters and spreads one "
+    "dataset over several files; write .gpkg (or .parquet / .fgb) instead"
+}
 
 
 @dataclass
@@ -75,7 +77,9 @@ class RunContext:
     def warn(self, code: str, message: str, hint: str) -> None:
         self.warnings.append(RunWarning(code, message, hint))
 
-    def check(self, name: str, passed: bool, detail: str, *, critical: bool = True, argument: str | None = None) -> None:
+    def check(
+        self, name: str, passed: bool, detail: str, *, critical: bool = True, argument: str | None = None
+    ) -> None:
         self.checks.append(Check(name, passed, detail, critical, argument))
 
 
@@ -134,8 +138,12 @@ def run_operation(
     if contract.writes_dataset:
         resolved_out = app.workspace.resolve(args[OUTPUT_ARGUMENT], argument=OUTPUT_ARGUMENT)
         if not isinstance(resolved_out, Path):
-            raise OutputError("output_path must be a local path", code="OUTPUT_REMOTE",
-                              evidence={"path": args[OUTPUT_ARGUMENT]}, hint="write inside the workspace")
+            raise OutputError(
+                "output_path must be a local path",
+                code="OUTPUT_REMOTE",
+                evidence={"path": args[OUTPUT_ARGUMENT]},
+                hint="write inside the workspace",
+            )
         output = resolved_out
         _check_output_path(contract, output, paths, args[OVERWRITE_ARGUMENT], args[OUTPUT_ARGUMENT])
 
@@ -177,7 +185,9 @@ def run_operation(
     names = [d.name for d in contract.datasets if d.name in inputs]
     if len(names) >= 2:
         first, second = inputs[names[0]], inputs[names[1]]
-        checks.append(verify.inputs_share_crs(first, second, names[0], names[1], _crs_equal(first.crs_wkt, second.crs_wkt)))
+        checks.append(
+            verify.inputs_share_crs(first, second, names[0], names[1], _crs_equal(first.crs_wkt, second.crs_wkt))
+        )
         check, warning = verify.inputs_may_intersect(first, second, names[0], names[1])
         checks.append(check)
         if warning:
@@ -260,7 +270,9 @@ def run_operation(
     finally:
         for p in leftovers:
             p.unlink(missing_ok=True)
-    return _result(ctx, choice.record(), app.workspace.relative_label(output), app.workspace.relative_label(mpath), repairs)
+    return _result(
+        ctx, choice.record(), app.workspace.relative_label(output), app.workspace.relative_label(mpath), repairs
+    )
 
 
 def _require_wgs84_for_geojson(contract: OperationContract, args: dict[str, Any], main: DatasetInfo | None) -> None:
@@ -289,8 +301,12 @@ def _replace(source: Path, target: Path) -> None:
 
 def _choose_layer(io: DatasetIO, path: Path, layer: str | None, argument: str, given: str) -> str | None:
     if path.is_dir() and not path.name.lower().endswith(".gdb"):
-        raise InputError(f"{argument} is a directory, not a dataset: {given}", code="INPUT_IS_DIRECTORY",
-                         evidence={"argument": argument, "path": given}, hint="pass the path of a dataset file")
+        raise InputError(
+            f"{argument} is a directory, not a dataset: {given}",
+            code="INPUT_IS_DIRECTORY",
+            evidence={"argument": argument, "path": given},
+            hint="pass the path of a dataset file",
+        )
     layers = io.list_layers(path)
     if layer is not None:
         if layer not in layers:
@@ -303,8 +319,7 @@ def _choose_layer(io: DatasetIO, path: Path, layer: str | None, argument: str, g
         return layer
     if len(layers) > 1:
         raise InputError(
-            f"{given} holds {len(layers)} layers ({', '.join(layers)}) and none was named; MapSmith will "
-            "not pick one",
+            f"{given} holds {len(layers)} layers ({', '.join(layers)}) and none was named; MapSmith will not pick one",
             code="LAYER_REQUIRED",
             evidence={"argument": argument, "path": given, "layers": layers},
             hint="name the layer with the 'layer' argument, or copy it out first with extract_layer "
@@ -377,7 +392,7 @@ def _verify_and_repair(
         invalid = next((c for c in checks if c.name == "geometry_valid" and not c.passed), None)
         if invalid is None or round_no == MAX_REPAIR_ROUNDS:
             break
-        repaired = current.with_name(f".{ctx.output_path.stem}.repair{round_no + 1}-{uuid.uuid4().hex[:6]}{current.suffix}")
+        repaired = current.with_name(f"{current.stem}.repair{round_no + 1}{current.suffix}")
         leftovers.append(repaired)
         report = io.repair_geometries(current, repaired, None)
         after = io.inspect(repaired, None, validity=True)

@@ -81,8 +81,7 @@ class Workspace:
         root = _resolve_workspace_root(raw_root)
         if allow_remote:
             raise ConfigurationError(
-                f"{WORKSPACE_ENV} and {ALLOW_REMOTE_ENV}=1 are both set; a confined server "
-                "never reads remote data.",
+                f"{WORKSPACE_ENV} and {ALLOW_REMOTE_ENV}=1 are both set; a confined server never reads remote data.",
                 code="REMOTE_WITH_WORKSPACE",
                 evidence={"workspace": raw_root, "allow_remote": env.get(ALLOW_REMOTE_ENV)},
                 hint=f"Unset {ALLOW_REMOTE_ENV} to keep the workspace, or unset {WORKSPACE_ENV} "
@@ -203,8 +202,7 @@ def _check_characters(path: str, argument: str) -> None:
     for position, character in enumerate(path):
         if unicodedata.category(character) == "Cc":
             raise PathError(
-                f"Argument {argument!r} contains the control character U+{ord(character):04X} at "
-                f"position {position}.",
+                f"Argument {argument!r} contains the control character U+{ord(character):04X} at position {position}.",
                 code="PATH_INVALID_CHARACTERS",
                 evidence={
                     "argument": argument,
@@ -232,8 +230,7 @@ def _check_local_form(path: str, argument: str) -> None:
             f"Argument {argument!r} is a UNC or device path naming another host or namespace.",
             code="PATH_UNC",
             evidence=evidence,
-            hint="Use a path on this machine that starts with a single separator, or a "
-            "relative path.",
+            hint="Use a path on this machine that starts with a single separator, or a relative path.",
         )
     rest = path
     if _DRIVE_LETTER.match(path):
@@ -254,8 +251,7 @@ def _check_local_form(path: str, argument: str) -> None:
         stem = component.split(".", 1)[0].split(":", 1)[0].rstrip(" .")
         if stem.upper() in _DEVICE_NAMES:
             raise PathError(
-                f"Argument {argument!r} has the component {component!r}, a reserved Windows "
-                "device name.",
+                f"Argument {argument!r} has the component {component!r}, a reserved Windows device name.",
                 code="PATH_DEVICE_NAME",
                 evidence={**evidence, "component": component},
                 hint="Rename the file or folder; CON, PRN, AUX, NUL, COM0-9 and LPT0-9 are not "
@@ -304,8 +300,7 @@ def _resolve_workspace_root(raw_root: str) -> Path:
             f"{WORKSPACE_ENV} {raw_root!r} cannot be resolved: {exc}.",
             code="WORKSPACE_INVALID",
             evidence={**evidence, "error": str(exc)},
-            hint=f"Set {WORKSPACE_ENV} to the absolute path of an existing directory "
-            "(a leading ~ is not expanded).",
+            hint=f"Set {WORKSPACE_ENV} to the absolute path of an existing directory (a leading ~ is not expanded).",
         ) from exc
     if not os.path.isdir(root):
         raise ConfigurationError(

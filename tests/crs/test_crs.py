@@ -35,9 +35,7 @@ SEATTLE_AREA_LONLAT = (-122.5, 46.0, -122.0, 46.5)  # inside UTM zone 10 (126°W
 EXTENSION_KEY = re.compile(r"^x-[a-z0-9][a-z0-9_-]*:[a-z0-9][a-z0-9_]*$")
 TRANSFORMATION_KEYS = {"pipeline", "accuracy_m", "is_ballpark", "better_available_m"}
 SCHEMA_PATH = Path(
-    os.environ.get(
-        "MAPSMITH_MANIFEST_SCHEMA", "/work/shared/manifest-spec/schema/manifest-v1.schema.json"
-    )
+    os.environ.get("MAPSMITH_MANIFEST_SCHEMA", "/work/shared/manifest-spec/schema/manifest-v1.schema.json")
 )
 
 
@@ -149,9 +147,7 @@ def test_crs_label_falls_back_to_the_name() -> None:
     from pyproj.crs import ProjectedCRS
     from pyproj.crs.coordinate_operation import LambertAzimuthalEqualAreaConversion
 
-    custom = ProjectedCRS(
-        LambertAzimuthalEqualAreaConversion(10.5, -33.25), name="MapSmith test grid"
-    )
+    custom = ProjectedCRS(LambertAzimuthalEqualAreaConversion(10.5, -33.25), name="MapSmith test grid")
     assert mcrs.crs_label(custom) == "MapSmith test grid"
 
 
@@ -381,12 +377,8 @@ def test_wgs84_to_utm_is_the_projection_and_return_is_its_inverse() -> None:
 def test_round_trip_record_measures_each_leg() -> None:
     trip = mcrs.round_trip_record("EPSG:4326", "EPSG:32610", SEATTLE_AREA_LONLAT)
     assert set(trip) == {"transformation", "return_transformation"}
-    assert trip["transformation"] == mcrs.transformation_record(
-        "EPSG:4326", "EPSG:32610", SEATTLE_AREA_LONLAT
-    )
-    assert trip["return_transformation"] == mcrs.transformation_record(
-        "EPSG:32610", "EPSG:4326", SEATTLE_AREA_LONLAT
-    )
+    assert trip["transformation"] == mcrs.transformation_record("EPSG:4326", "EPSG:32610", SEATTLE_AREA_LONLAT)
+    assert trip["return_transformation"] == mcrs.transformation_record("EPSG:32610", "EPSG:4326", SEATTLE_AREA_LONLAT)
     assert "Inverse of UTM zone 10N" in trip["return_transformation"]["x-mapsmith:description"]
 
 
@@ -445,9 +437,7 @@ def test_nad27_to_nad83_without_nadcon_is_a_ballpark_and_says_what_is_missing() 
 
 def test_a_ballpark_with_nothing_better_published_says_so() -> None:
     # A datum PROJ knows only by its ellipsoid: no published operation, so nothing is missing.
-    record = mcrs.transformation_record(
-        "+proj=longlat +ellps=clrk66 +type=crs", "EPSG:4326", CONUS_LONLAT
-    )
+    record = mcrs.transformation_record("+proj=longlat +ellps=clrk66 +type=crs", "EPSG:4326", CONUS_LONLAT)
     assert record["is_ballpark"] is True
     assert record["better_available_m"] is None
     assert "x-mapsmith:better_unavailable" not in record

@@ -363,7 +363,7 @@ def test_a_java_home_without_java_breaks_spark_even_with_java_on_path(
 @POSIX_ONLY
 def test_java_older_than_17_is_not_enough_for_spark(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     pretend_modules(monkeypatch, present=set(mapsmith_sedona.SPARK_MODULES))
-    write_script(tmp_path / "jdk" / "bin" / "java", 'echo \'openjdk version "11.0.22" 2024-01-16\' >&2\n')
+    write_script(tmp_path / "jdk" / "bin" / "java", "echo 'openjdk version \"11.0.22\" 2024-01-16' >&2\n")
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
 
     avail = mapsmith_sedona.availability()

@@ -150,7 +150,9 @@ def test_reproject_puts_a_point_on_the_central_meridian_where_the_meridian_arc_s
     # UTM 10N's central meridian is 123 W. The WGS 84 meridian arc from the equator to 45 N is
     # 4,984,944.378 m; with k0 = 0.9996 the northing is 4,982,950.400 m, the easting 500,000 m.
     write_layer(workspace / "p.geojson", [Point(-123.0, 45.0)], "EPSG:4326", id=[1])
-    result = app.run("reproject_layer", {"input_path": "p.geojson", "target_crs": "EPSG:32610", "output_path": "p.gpkg"})
+    result = app.run(
+        "reproject_layer", {"input_path": "p.geojson", "target_crs": "EPSG:32610", "output_path": "p.gpkg"}
+    )
     geom = read(workspace / "p.gpkg").geometry.iloc[0]
     assert geom.x == pytest.approx(500_000.0, abs=1e-3)
     assert geom.y == pytest.approx(4_982_950.400, abs=0.01)
@@ -233,7 +235,9 @@ def test_input_without_crs_is_refused(app, workspace: Path) -> None:
 def test_multi_layer_container_needs_a_layer_name_and_extract_layer_copies_one(app, workspace: Path) -> None:
     path = workspace / "city.gpkg"
     write_layer(path, [box(0, 0, 10, 10)], "EPSG:32610", layer="parcels", id=[1])
-    write_layer(path, [LineString([(0, 0), (5, 5)]), LineString([(1, 0), (1, 5)])], "EPSG:32610", layer="roads", id=[1, 2])
+    write_layer(
+        path, [LineString([(0, 0), (5, 5)]), LineString([(1, 0), (1, 5)])], "EPSG:32610", layer="roads", id=[1, 2]
+    )
     with pytest.raises(InputError) as err:
         app.run("buffer_layer", {"input_path": "city.gpkg", "distance_meters": 1, "output_path": "b.gpkg"})
     assert err.value.code == "LAYER_REQUIRED"
@@ -244,7 +248,9 @@ def test_multi_layer_container_needs_a_layer_name_and_extract_layer_copies_one(a
     record = manifest(workspace / "roads.gpkg")
     assert record["inputs"][0]["layer"] == "roads"
     # naming the layer works directly too
-    app.run("buffer_layer", {"input_path": "city.gpkg", "layer": "roads", "distance_meters": 1, "output_path": "b.gpkg"})
+    app.run(
+        "buffer_layer", {"input_path": "city.gpkg", "layer": "roads", "distance_meters": 1, "output_path": "b.gpkg"}
+    )
     with pytest.raises(InputError) as missing:
         app.run("extract_layer", {"input_path": "city.gpkg", "layer": "rivers", "output_path": "r.gpkg"})
     assert missing.value.code == "LAYER_NOT_FOUND"
@@ -294,7 +300,9 @@ def test_outputs_never_overwrite_inputs_or_existing_results_unasked(app, workspa
     write_layer(workspace / "in.gpkg", [box(0, 0, 1, 1)], "EPSG:32610", id=[1])
     before = (workspace / "in.gpkg").read_bytes()
     with pytest.raises(OutputError) as same:
-        app.run("buffer_layer", {"input_path": "in.gpkg", "distance_meters": 1, "output_path": "in.gpkg", "overwrite": True})
+        app.run(
+            "buffer_layer", {"input_path": "in.gpkg", "distance_meters": 1, "output_path": "in.gpkg", "overwrite": True}
+        )
     assert same.value.code == "OUTPUT_IS_INPUT"
     assert (workspace / "in.gpkg").read_bytes() == before
     app.run("buffer_layer", {"input_path": "in.gpkg", "distance_meters": 1, "output_path": "b.gpkg"})

@@ -116,9 +116,7 @@ def test_absolute_path_inside_the_workspace_is_fine(workspace: Workspace, layout
     assert workspace.resolve(str(inside), argument="input_path") == inside
 
 
-def test_output_in_a_folder_that_does_not_exist_yet_is_fine(
-    workspace: Workspace, layout: Layout
-) -> None:
+def test_output_in_a_folder_that_does_not_exist_yet_is_fine(workspace: Workspace, layout: Layout) -> None:
     resolved = workspace.resolve("results/2024/buffered.gpkg", argument="output_path")
     assert resolved == layout["workspace"] / "results" / "2024" / "buffered.gpkg"
     assert not (layout["workspace"] / "results").exists(), "resolve must not create folders"
@@ -134,9 +132,7 @@ def test_the_workspace_root_itself_is_fine(workspace: Workspace, layout: Layout)
 
 
 @NEEDS_SYMLINKS
-def test_symlink_that_stays_inside_resolves_to_its_target(
-    workspace: Workspace, layout: Layout
-) -> None:
+def test_symlink_that_stays_inside_resolves_to_its_target(workspace: Workspace, layout: Layout) -> None:
     resolved = workspace.resolve("data_link/parcels.gpkg", argument="input_path")
     assert resolved == layout["workspace"] / "data" / "parcels.gpkg"
 
@@ -172,9 +168,7 @@ def test_lookalikes_of_refused_forms_are_fine(workspace: Workspace, path: str) -
         ("..", False),
     ],
 )
-def test_dot_dot_escapes_are_refused(
-    workspace: Workspace, layout: Layout, path: str, through_symlink: bool
-) -> None:
+def test_dot_dot_escapes_are_refused(workspace: Workspace, layout: Layout, path: str, through_symlink: bool) -> None:
     error = refusal(workspace, path)
     assert error.code == "PATH_OUTSIDE_WORKSPACE"
     assert error.evidence["workspace_root"] == str(layout["workspace"])
@@ -189,9 +183,7 @@ def test_absolute_path_outside_is_refused(workspace: Workspace, layout: Layout) 
     assert error.evidence["resolved_path"] == target
 
 
-def test_sibling_with_the_workspace_name_as_prefix_is_refused(
-    workspace: Workspace, layout: Layout
-) -> None:
+def test_sibling_with_the_workspace_name_as_prefix_is_refused(workspace: Workspace, layout: Layout) -> None:
     # A prefix test on strings would let /tmp/x/workspace-evil through for /tmp/x/workspace.
     sibling = layout["workspace"].parent / (layout["workspace"].name + "-evil")
     sibling.mkdir()
@@ -211,9 +203,7 @@ def test_sibling_with_the_workspace_name_as_prefix_is_refused(
         ("link_out/../outside/secret.gpkg", "secret.gpkg"),
     ],
 )
-def test_symlink_escapes_are_refused(
-    workspace: Workspace, layout: Layout, path: str, target: str
-) -> None:
+def test_symlink_escapes_are_refused(workspace: Workspace, layout: Layout, path: str, target: str) -> None:
     error = refusal(workspace, path, argument="output_path")
     assert error.code == "PATH_OUTSIDE_WORKSPACE"
     assert error.evidence["through_symlink"] is True
@@ -223,9 +213,7 @@ def test_symlink_escapes_are_refused(
 
 
 @NEEDS_SYMLINKS
-def test_absolute_path_through_a_symlink_out_is_refused(
-    workspace: Workspace, layout: Layout
-) -> None:
+def test_absolute_path_through_a_symlink_out_is_refused(workspace: Workspace, layout: Layout) -> None:
     path = str(layout["workspace"] / "link_out" / "secret.gpkg")
     assert refusal(workspace, path).code == "PATH_OUTSIDE_WORKSPACE"
 
@@ -297,9 +285,7 @@ def test_refused_forms_without_a_workspace(unconfined: Workspace, path: str, cod
 
 @POSIX_ONLY
 @pytest.mark.parametrize(("path", "code"), DRIVE_LETTERS)
-def test_drive_letters_are_refused_on_posix(
-    workspace: Workspace, unconfined: Workspace, path: str, code: str
-) -> None:
+def test_drive_letters_are_refused_on_posix(workspace: Workspace, unconfined: Workspace, path: str, code: str) -> None:
     assert refusal(workspace, path).code == code
     assert refusal(unconfined, path).code == code
 
@@ -362,9 +348,7 @@ def test_remote_forms_pass_unchanged_when_allowed_and_unconfined(
 
 
 @pytest.mark.parametrize(("path", "code"), REMOTE)
-def test_remote_forms_are_refused_under_a_workspace_even_if_allowed(
-    layout: Layout, path: str, code: str
-) -> None:
+def test_remote_forms_are_refused_under_a_workspace_even_if_allowed(layout: Layout, path: str, code: str) -> None:
     # from_env refuses this combination, but a hand-built Workspace must not be a way around it.
     ws = Workspace(root=layout["workspace"], allow_remote=True)
     error = refusal(ws, path)
@@ -395,9 +379,7 @@ def test_unconfined_resolves_relative_paths_against_the_current_directory(
     unconfined: Workspace, layout: Layout, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(layout["outside"])
-    assert unconfined.resolve("secret.gpkg", argument="input_path") == (
-        layout["outside"] / "secret.gpkg"
-    )
+    assert unconfined.resolve("secret.gpkg", argument="input_path") == (layout["outside"] / "secret.gpkg")
 
 
 # --- configuration ------------------------------------------------------------------------------
@@ -441,9 +423,7 @@ def test_from_env_refuses_an_unusable_workspace(tmp_path: Path, kind: str) -> No
 
 def test_from_env_refuses_remote_with_a_workspace(layout: Layout) -> None:
     with pytest.raises(ConfigurationError) as caught:
-        Workspace.from_env(
-            {"MAPSMITH_WORKSPACE": str(layout["workspace"]), "MAPSMITH_ALLOW_REMOTE": "1"}
-        )
+        Workspace.from_env({"MAPSMITH_WORKSPACE": str(layout["workspace"]), "MAPSMITH_ALLOW_REMOTE": "1"})
     assert caught.value.code == "REMOTE_WITH_WORKSPACE"
 
 
@@ -462,17 +442,13 @@ def test_from_env_refuses_an_ambiguous_remote_flag(value: str) -> None:
 # --- labels -------------------------------------------------------------------------------------
 
 
-def test_label_inside_the_workspace_is_relative_with_slashes(
-    workspace: Workspace, layout: Layout
-) -> None:
+def test_label_inside_the_workspace_is_relative_with_slashes(workspace: Workspace, layout: Layout) -> None:
     path = layout["workspace"] / "data" / "parcels.gpkg"
     assert workspace.relative_label(path) == "data/parcels.gpkg"
     assert workspace.relative_label(layout["workspace"]) == "."
 
 
-def test_label_outside_the_workspace_is_absolute_posix(
-    workspace: Workspace, layout: Layout
-) -> None:
+def test_label_outside_the_workspace_is_absolute_posix(workspace: Workspace, layout: Layout) -> None:
     path = layout["outside"] / "secret.gpkg"
     assert workspace.relative_label(path) == path.as_posix()
 

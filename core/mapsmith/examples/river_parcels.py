@@ -55,7 +55,11 @@ async def run_example(workdir: Path) -> dict[str, Any]:
         clip = await _call(
             session,
             "clip_layer",
-            {"input_path": "parcels.geojson", "mask_path": "river_buffer.gpkg", "output_path": "parcels_near_river.gpkg"},
+            {
+                "input_path": "parcels.geojson",
+                "mask_path": "river_buffer.gpkg",
+                "output_path": "parcels_near_river.gpkg",
+            },
         )
         area = await _call(
             session, "measure_area", {"input_path": "parcels_near_river.gpkg", "output_path": "parcels_area.gpkg"}
@@ -67,8 +71,10 @@ async def run_example(workdir: Path) -> dict[str, Any]:
 def print_report(result: dict[str, Any], workdir: Path) -> None:
     area = result["area"]["answer"]
     print(f"MapSmith worked example (workspace: {workdir})")
-    print(f"  river buffered by {RIVER_BUFFER_METERS} m in {result['buffer']['crs_decisions']['analysis_crs']}, "
-          f"clipped parcels: {area['feature_count']}, method: {area['method']}")
+    print(
+        f"  river buffered by {RIVER_BUFFER_METERS} m in {result['buffer']['crs_decisions']['analysis_crs']}, "
+        f"clipped parcels: {area['feature_count']}, method: {area['method']}"
+    )
     print()
     print(f"  {'parcel_id':<10} {'land_use':<12} {'area_m2':>12}")
     for row in area["rows"]:

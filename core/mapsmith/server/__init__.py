@@ -150,8 +150,11 @@ def build_server(app: MapSmith) -> Server[Any]:
     async def run_operation(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
         operation = args.get("operation")
         if not isinstance(operation, str):
-            raise ArgumentError("run_operation needs 'operation' (a name from list_operations)",
-                                code="MISSING_ARGUMENT", hint="pass operation='buffer_layer' and its arguments")
+            raise ArgumentError(
+                "run_operation needs 'operation' (a name from list_operations)",
+                code="MISSING_ARGUMENT",
+                hint="pass operation='buffer_layer' and its arguments",
+            )
         return await run_op(operation, args.get("arguments") or {}, ctx)
 
     async def get_provenance(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -166,8 +169,14 @@ def build_server(app: MapSmith) -> Server[Any]:
         run_operation=run_operation,
         get_provenance=get_provenance,
     )
+    def dedicated(operation: str) -> Callable[[dict[str, Any], Any], Awaitable[dict[str, Any]]]:
+        async def handler(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+            return await run_op(operation, args, ctx)
+
+        return handler
+
     for op in DEDICATED_OPERATIONS:
-        handlers[op] = lambda args, ctx, _op=op: run_op(_op, args, ctx)
+        handlers[op] = dedicated(op)
 
     async def on_list_tools(ctx: Any, params: Any) -> ListToolsResult:
         return ListToolsResult(tools=tools())

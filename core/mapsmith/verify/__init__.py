@@ -28,7 +28,12 @@ class Check:
     hint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "passed": self.passed, "detail": self.detail, "critical": self.critical}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "passed": self.passed,
+            "detail": self.detail,
+            "critical": self.critical,
+        }
         if self.argument is not None:
             out["argument"] = self.argument
         if self.hint is not None:
@@ -111,14 +116,15 @@ def input_not_empty(info: DatasetInfo, argument: str) -> tuple[Check, RunWarning
     return check, warning
 
 
-def inputs_may_intersect(first: DatasetInfo, second: DatasetInfo, arg1: str, arg2: str) -> tuple[Check, RunWarning | None]:
+def inputs_may_intersect(
+    first: DatasetInfo, second: DatasetInfo, arg1: str, arg2: str
+) -> tuple[Check, RunWarning | None]:
     a, b = first.bounds_lonlat, second.bounds_lonlat
     if a is None or b is None:
         return Check("inputs_may_intersect", True, "extent unknown for one input; not compared", critical=False), None
     overlap = a[0] <= b[2] and b[0] <= a[2] and a[1] <= b[3] and b[1] <= a[3]
-    detail = (
-        f"{arg1} lon/lat extent {_fmt_bounds(a)} and {arg2} extent {_fmt_bounds(b)} "
-        + ("overlap" if overlap else "do not overlap")
+    detail = f"{arg1} lon/lat extent {_fmt_bounds(a)} and {arg2} extent {_fmt_bounds(b)} " + (
+        "overlap" if overlap else "do not overlap"
     )
     check = Check("inputs_may_intersect", overlap, detail, critical=False)
     warning = (
@@ -174,9 +180,7 @@ def output_checks(
         )
     if "geometry_valid" in wanted:
         n = out.invalid_count
-        checks.append(
-            Check("geometry_valid", n == 0, f"{n} of {out.feature_count} output geometries are invalid")
-        )
+        checks.append(Check("geometry_valid", n == 0, f"{n} of {out.feature_count} output geometries are invalid"))
     if input_count is not None and contract.output_feature_count == "equal" and "feature_count_exact" in wanted:
         checks.append(
             Check(

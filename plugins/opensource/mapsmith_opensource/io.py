@@ -109,8 +109,12 @@ def _parquet_info(path: Path) -> tuple[Any, int, tuple[str, ...], tuple[float, .
     meta = pq.read_metadata(path)
     geo = json.loads((meta.metadata or {}).get(b"geo", b"{}") or b"{}")
     if not geo:
-        raise InputError(f"{path.name} is a Parquet file without GeoParquet metadata", code="INPUT_NOT_GEOPARQUET",
-                         evidence={"path": str(path)}, hint="write it as GeoParquet (geopandas to_parquet)")
+        raise InputError(
+            f"{path.name} is a Parquet file without GeoParquet metadata",
+            code="INPUT_NOT_GEOPARQUET",
+            evidence={"path": str(path)},
+            hint="write it as GeoParquet (geopandas to_parquet)",
+        )
     column = geo["columns"][geo["primary_column"]]
     # GeoParquet: a missing "crs" key means OGC:CRS84; an explicit null means no CRS.
     crs = column.get("crs", "OGC:CRS84")
@@ -140,8 +144,10 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
         fields = tuple(str(f) for f in info.get("fields", ()))
         driver = info.get("driver")
         layers = tuple(list_layers(path))
-        layer = layer or (info.get("layer_name") if isinstance(info.get("layer_name"), str) else None) or (
-            layers[0] if len(layers) == 1 else None
+        layer = (
+            layer
+            or (info.get("layer_name") if isinstance(info.get("layer_name"), str) else None)
+            or (layers[0] if len(layers) == 1 else None)
         )
     invalid = None
     if validity or not types or set(types) & GENERIC_TYPES:
@@ -149,7 +155,9 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
         geoms = gdf.geometry
         present = geoms[geoms.notna() & ~geoms.is_empty]
         # An empty layer's declared 'Unknown' is not a geometry type: it holds none.
-        types = tuple(sorted(set(present.geom_type))) if len(present) else tuple(t for t in types if t not in GENERIC_TYPES)
+        types = (
+            tuple(sorted(set(present.geom_type))) if len(present) else tuple(t for t in types if t not in GENERIC_TYPES)
+        )
         if validity:
             invalid = int((~present.is_valid).sum())
         if bounds is None and len(present):

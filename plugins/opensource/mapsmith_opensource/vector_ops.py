@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import choose_transformer, crs_label, estimate_utm_crs, is_equal_area, linear_unit_metres, parse_crs
 from mapsmith.errors import CRSError, InputError, OutputError
-
 from mapsmith_opensource import io
 
 if TYPE_CHECKING:
@@ -286,7 +285,9 @@ def clip_layer(ctx: RunContext) -> None:
         f"outside the mask, {int(touching_only.sum())} only touch it (their intersection has a lower dimension)"
     )
     if dropped_parts:
-        ctx.notes.append(f"{dropped_parts} lower-dimension fragments (points or lines on the mask's edge) were not kept")
+        ctx.notes.append(
+            f"{dropped_parts} lower-dimension fragments (points or lines on the mask's edge) were not kept"
+        )
     ctx.parameters["x-mapsmith:features_outside_mask"] = outside
     ctx.parameters["x-mapsmith:lower_dimension_fragments_dropped"] = dropped_parts
     _write(ctx, out)

@@ -29,8 +29,7 @@ ENV_VAR = "MAPSMITH_QGIS_PROCESS"
 EXECUTABLE_NAMES = ("qgis_process.bin", "qgis_process")
 NOT_FOUND_REASON = f"qgis_process not on PATH (and {ENV_VAR} not set)"
 INSTALL_FIX = (
-    "apt-get install -y --no-install-recommends qgis (Debian/Ubuntu), "
-    f"or set {ENV_VAR} to the qgis_process executable"
+    f"apt-get install -y --no-install-recommends qgis (Debian/Ubuntu), or set {ENV_VAR} to the qgis_process executable"
 )
 PROBE_TIMEOUT_S = 60
 # The libraries `qgis_process --version` reports, by the label it prints, under our names.
@@ -121,8 +120,9 @@ def probe(executable: str) -> QgisProbe:
     except subprocess.TimeoutExpired as exc:
         stderr = _tail((exc.stderr or b"").decode("utf-8", errors="replace"))
         return QgisProbe(
-            executable, problem=f"`{executable} --version` did not finish within {PROBE_TIMEOUT_S} s"
-            + (f": {stderr}" if stderr else "")
+            executable,
+            problem=f"`{executable} --version` did not finish within {PROBE_TIMEOUT_S} s"
+            + (f": {stderr}" if stderr else ""),
         )
     except OSError as exc:
         return QgisProbe(executable, problem=f"`{executable} --version` could not start: {exc}")

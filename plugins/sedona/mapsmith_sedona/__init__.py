@@ -70,9 +70,7 @@ def find_java() -> tuple[str | None, str | None]:
 def java_version(java: str) -> tuple[str | None, str | None]:
     """``(version, None)`` from ``java -version``, or ``(None, why not)``; asked once per executable."""
     try:
-        done = subprocess.run(
-            [java, "-version"], capture_output=True, timeout=JAVA_PROBE_TIMEOUT_S, check=False
-        )
+        done = subprocess.run([java, "-version"], capture_output=True, timeout=JAVA_PROBE_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         return None, f"`{java} -version` did not finish within {JAVA_PROBE_TIMEOUT_S} s"
     except OSError as exc:

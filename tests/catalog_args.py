@@ -1,0 +1,45 @@
+"""Valid arguments for any catalog operation, derived from its contract, for catalogue-wide tests.
+
+Every dataset argument gets a small layer of an accepted geometry type in EPSG:32610, all of them
+overlapping; parameters come from the contract's first example; the output is ``out.gpkg``. Tests
+that must cover every operation (refusals, sabotage) build their calls here rather than listing
+operations by hand, so a new operation is covered the day its contract lands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from shapely.geometry import LineString, Point, box
+
+from layers import write_layer
+
+SAMPLE_GEOMETRIES = {
+    "polygon": [box(500_000, 5_000_000, 500_100, 5_000_100), box(500_050, 5_000_050, 500_150, 5_000_150)],
+    "line": [
+        LineString([(500_000, 5_000_000), (500_100, 5_000_100)]),
+        LineString([(500_010, 5_000_000), (500_010, 5_000_090)]),
+    ],
+    "point": [Point(500_010, 5_000_010), Point(500_060, 5_000_060)],
+}
+
+
+def build_arguments(contract: Any, workspace: Path, override: dict[str, str] | None = None) -> dict[str, Any]:
+    """Arguments for ``contract``; ``override`` maps a dataset argument to the family to give it."""
+    override = override or {}
+    example = dict(contract.examples[0]["arguments"])
+    args: dict[str, Any] = {}
+    for d in contract.datasets:
+        family = override.get(d.name) or (d.geometry_types[0] if d.geometry_types else "polygon")
+        layer = example.get("layer") if d.name == "input_path" else None
+        path = workspace / f"{d.name}_{family}.gpkg"
+        if not path.exists():
+            write_layer(path, SAMPLE_GEOMETRIES[family], "EPSG:32610", layer=layer, id=[1, 2])
+        args[d.name] = path.name
+    for p in contract.parameters:
+        if p.name in example:
+            args[p.name] = example[p.name]
+    if contract.writes_dataset:
+        args["output_path"] = "out.gpkg"
+    return args
