@@ -2,11 +2,12 @@
 
 Each run starts a fresh ``python -m mapsmith`` through the MCP SDK's own stdio client -- the way a
 real client starts it -- then ``initialize`` and ``list_tools``; the clock stops when the tool list
-arrives. ``python -c pass`` is timed as many times as the floor no server can beat, and so is importing
-the MCP SDK's server modules, the floor no server built on the SDK can beat. Optional
-breakdowns say where the time goes: ``-X importtime`` of ``mapsmith.server``, the phases of
-``python -m mapsmith`` up to serving, and which engine modules (geopandas, shapely, pyproj,
-pyogrio, duckdb) the server imported before any tool was called (there must be none).
+arrives. "Cold" means a new process, not a cold disk cache: one untimed start comes first. Two
+floors are timed as often, interleaved with the server runs: ``python -c pass``, which no Python
+server can beat, and importing the MCP SDK's server modules, which no server on the SDK can beat.
+Optional breakdowns say where the time goes: ``-X importtime`` of ``mapsmith.server`` and the
+phases of ``python -m mapsmith`` up to serving. Always recorded: which engine modules (geopandas,
+shapely, pyproj, pyogrio, duckdb) the server imported before any tool was called (there must be none).
 
 Writes ``benchmarks/results/startup.json``; ``benchmarks/render.py`` turns it into
 ``docs/benchmarks.md``. It measures only: it never edits the code it measures, and it never asserts
@@ -106,26 +107,35 @@ async def _one_cold_start(workspace: Path, args: list[str], env: dict[str, str])
     return elapsed, sorted(t.name for t in listed.tools)
 
 
-def time_server(runs: int, workspace: Path) -> tuple[list[float], list[str]]:
-    """Seconds from spawn to the ``tools/list`` answer, one fresh server per run."""
-    times: list[float] = []
+def cold_start(workspace: Path) -> tuple[float, list[str]]:
+    """Seconds from spawn to the ``tools/list`` answer of one fresh server, and the tools listed."""
+    elapsed, tools = anyio.run(_one_cold_start, workspace, ["-m", "mapsmith"], _server_env(workspace))
+    if not tools:
+        raise SystemExit("bench_startup: the server listed no tools")
+    return elapsed, tools
+
+
+def time_python(code: str) -> float:
+    """Seconds for ``python -c code`` in a fresh process."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return time.perf_counter() - start
+
+
+def measure(runs: int, workspace: Path) -> tuple[dict[str, list[float]], list[str]]:
+    """Time the server and both floors ``runs`` times each, interleaved.
+
+    Interleaving makes a burst of load from a neighbour on a shared machine fall on all three
+    series alike, rather than on whichever happened to be running.
+    """
+    times: dict[str, list[float]] = {"server": [], "interpreter_floor": [], "sdk_import": []}
     tools: list[str] = []
     for _ in range(runs):
-        elapsed, tools = anyio.run(_one_cold_start, workspace, ["-m", "mapsmith"], _server_env(workspace))
-        if not tools:
-            raise SystemExit("bench_startup: the server listed no tools")
-        times.append(elapsed)
+        elapsed, tools = cold_start(workspace)
+        times["server"].append(elapsed)
+        times["interpreter_floor"].append(time_python("pass"))
+        times["sdk_import"].append(time_python(SDK_IMPORT))
     return times, tools
-
-
-def time_python(code: str, runs: int) -> list[float]:
-    """Seconds for ``python -c code`` in a fresh process, ``runs`` times."""
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], check=True)
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def engines_imported_before_a_tool_call(workspace: Path) -> list[str]:
@@ -193,7 +203,8 @@ def machine() -> dict[str, Any]:
     import mapsmith
 
     return {
-        "nproc": os.cpu_count(),
+        # What `nproc` prints: the CPUs this process may run on.
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
@@ -211,13 +222,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 1:
         parser.error("--runs must be at least 1")
 
+    load_before = os.getloadavg()[0]  # a busy neighbour on a shared machine shows here
     with tempfile.TemporaryDirectory(prefix="mapsmith-bench-") as tmp:
         workspace = Path(tmp).resolve()
         # One untimed start first, so every timed run sees the same warm OS file cache and .pyc files.
-        anyio.run(_one_cold_start, workspace, ["-m", "mapsmith"], _server_env(workspace))
-        server, tools = time_server(args.runs, workspace)
-        floor = time_python("pass", args.runs)
-        sdk = time_python(SDK_IMPORT, args.runs)
+        cold_start(workspace)
+        times, tools = measure(args.runs, workspace)
+        server, floor, sdk = times["server"], times["interpreter_floor"], times["sdk_import"]
+        load_after = os.getloadavg()[0]
         engines = engines_imported_before_a_tool_call(workspace)
         breakdown = None if args.no_breakdown else {"phases_seconds": phases(workspace), "imports": import_breakdown()}
 
@@ -228,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         "with the MCP SDK's stdio client (initialize, then list_tools); a fresh process each run.",
         "command": COMMAND.format(runs=args.runs),
         "date": dt.date.today().isoformat(),
-        "machine": machine(),
+        "machine": {**machine(), "load_average_1min": {"before": round(load_before, 2), "after": round(load_after, 2)}},
         "runs": args.runs,
         "tools_listed": len(tools),
         "server": _summary(server),

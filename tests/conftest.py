@@ -49,6 +49,13 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
             from mapsmith.provenance.validator import schema_errors
 
             errors = schema_errors(record)
+        if not manifest.name.endswith(".failed.provenance.json") and ".failed." not in manifest.name:
+            # a good record sits beside the bytes it describes
+            from mapsmith.provenance.digests import dataset_digest
+
+            dataset = manifest.with_name(manifest.name[: -len(".provenance.json")])
+            assert dataset.exists(), f"{manifest.name} describes a dataset that is not there"
+            assert record["output"]["sha256"] == dataset_digest(dataset), f"{dataset.name} differs from its record"
         assert not errors, f"{manifest.name} does not conform: {errors}"
 
 

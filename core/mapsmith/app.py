@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mapsmith import __version__
-from mapsmith.errors import ConfigurationError, InputError
+from mapsmith.errors import ArgumentError, ConfigurationError, InputError
 from mapsmith.plugins import PluginHost
 from mapsmith.provenance.digests import dataset_digest
 from mapsmith.provenance.manifest import MANIFEST_SUFFIX, manifest_path
@@ -25,6 +25,8 @@ from mapsmith.runner import OperationResult, run_operation
 from mapsmith.workspace import Workspace
 
 LICENCE = "MIT"
+INPUT_KINDS = ("vector", "raster", "any", "none")
+OUTPUT_KINDS = ("dataset:vector", "dataset:raster", "answer", "description")
 # Configuration that changes how GDAL/PROJ read data; recorded in every manifest when set.
 RECORDED_ENVIRONMENT_PREFIXES = ("GDAL_", "OGR_", "CPL_", "PROJ_")
 
@@ -96,13 +98,24 @@ class MapSmith:
 
     def list_operations(self, input_kind: str | None = None, output_kind: str | None = None) -> list[dict[str, Any]]:
         """The catalog, filtered by what the caller holds (input kind) and wants back (output kind)."""
+        for name, value, allowed in (
+            ("input_kind", input_kind, INPUT_KINDS),
+            ("output_kind", output_kind, OUTPUT_KINDS),
+        ):
+            if value is not None and value not in allowed:
+                raise ArgumentError(
+                    f"{name} {value!r} is not one of {list(allowed)}",
+                    code="INVALID_FILTER",
+                    evidence={"argument": name, "value": value},
+                    hint=f"pass {name} as one of {', '.join(allowed)}, or leave it out",
+                )
         out = []
         for name, contract in sorted(self.host.contracts.items()):
-            if (
-                input_kind
-                and input_kind not in contract.input_kinds
-                and not (input_kind == "none" and not contract.datasets)
-            ):
+            kinds = set(contract.input_kinds)
+            if input_kind == "none":
+                if kinds:
+                    continue
+            elif input_kind and input_kind != "any" and not kinds & {input_kind, "any"}:
                 continue
             if output_kind and contract.output_kind != output_kind:
                 continue
@@ -151,5 +164,13 @@ class MapSmith:
             "problems": validate_manifest(record),
             "output_matches": digest == recorded,
             "output_sha256_now": digest,
-            "lineage": lineage_to_dict(walk_lineage(resolved, search)),
+            "lineage": self._relative_records(lineage_to_dict(walk_lineage(resolved, search))),
         }
+
+    def _relative_records(self, node: dict[str, Any]) -> dict[str, Any]:
+        """Record paths as the workspace shows them, not as absolute host paths."""
+        for hop in node.get("producers", []):
+            hop["record"] = self.workspace.relative_label(Path(hop["record"]))
+            for child in hop.get("inputs", []):
+                self._relative_records(child)
+        return node

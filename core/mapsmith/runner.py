@@ -10,6 +10,7 @@ is it renamed into place with its manifest. A run that fails after the engine st
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import uuid
@@ -169,7 +170,8 @@ def run_operation(
             continue
         layer = _choose_layer(io, path, layer, d.name, args[d.name])
         layers[d.name] = layer
-        info = io.inspect(path, layer)
+        # Messages and evidence name the path as the caller gave it, never the host's absolute path.
+        info = dataclasses.replace(io.inspect(path, layer), path=args[d.name])
         inputs[d.name] = info
         if contract.output_kind != "description":
             checks.append(verify.require_crs(info, d.name))

@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
+from shapely.geometry import box
 
 from conftest import published_schema_errors
 from layers import write_layer
@@ -154,18 +155,12 @@ def transcript(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Transcript]
     (ws.parent / "outside.geojson").write_bytes((ws / "river.geojson").read_bytes())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # pyogrio warns that no CRS is written: that is the point
-        write_layer(ws / "no_crs.gpkg", [_box(0, 0, 10, 10)], None, id=[1])
+        write_layer(ws / "no_crs.gpkg", [box(0, 0, 10, 10)], None, id=[1])
     yield anyio.run(converse, ws)
     # The module-scoped workspace gets the same check as the per-test `workspace` fixture.
     for manifest in ws.rglob("*.provenance.json"):
         errors = published_schema_errors(json.loads(manifest.read_text("utf-8")))
         assert not errors, f"{manifest.name} does not conform: {errors}"
-
-
-def _box(x0: float, y0: float, x1: float, y1: float) -> Any:
-    from shapely.geometry import box
-
-    return box(x0, y0, x1, y1)
 
 
 # -- the catalog the client sees ------------------------------------------------------------------
@@ -188,6 +183,7 @@ def test_dedicated_tool_schemas_are_the_contracts_own(transcript: Transcript) ->
         assert tool.input_schema == contract.input_schema(), name
         assert tool.description.startswith(contract.summary)
         assert tool.annotations.read_only_hint is (not contract.writes_dataset)
+        assert set(tool.output_schema["required"]) >= {"operation", "status", "checks", "warnings", "engine"}
     buffer = transcript.tools["buffer_layer"].input_schema
     assert buffer["required"] == ["input_path", "distance_meters", "output_path"]
     assert buffer["properties"]["distance_meters"]["type"] == "number"
@@ -242,6 +238,9 @@ def _refusal(transcript: Transcript, key: str, code: str) -> dict[str, Any]:
 def test_input_without_crs_is_refused_with_crs_required(transcript: Transcript) -> None:
     data = _refusal(transcript, "crs_required", "CRS_REQUIRED")
     assert data["evidence"]["argument"] == "input_path"
+    # the path as the caller gave it, never the host's absolute path
+    assert data["evidence"]["path"] == "no_crs.gpkg"
+    assert str(transcript.workspace) not in data["message"]
     assert not list(transcript.workspace.glob("no_crs_buffer*"))  # refused before anything was written
 
 
@@ -267,7 +266,11 @@ def test_misspelt_operation_is_answered_with_the_closest_names(transcript: Trans
 
 
 def test_paths_leaving_the_workspace_are_refused_for_inputs_outputs_and_provenance(transcript: Transcript) -> None:
-    for key, argument in (("input_outside", "input_path"), ("output_outside", "output_path"), ("provenance_outside", "path")):
+    for key, argument in (
+        ("input_outside", "input_path"),
+        ("output_outside", "output_path"),
+        ("provenance_outside", "path"),
+    ):
         data = _refusal(transcript, key, "PATH_OUTSIDE_WORKSPACE")
         assert data["evidence"]["argument"] == argument
         assert data["evidence"]["workspace_root"] == str(transcript.workspace)
@@ -303,14 +306,10 @@ def test_list_operations_filters_by_input_and_output_kind(transcript: Transcript
     assert entry["distinguishes"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: list_operations ignores its own enum; input_kind='vectr' returns an empty catalog "
-    "with isError=false instead of a refusal naming the accepted kinds",
-)
 def test_list_operations_refuses_a_kind_outside_its_enum(transcript: Transcript) -> None:
     reply = transcript.replies["misspelt_kind"]
     assert reply.is_error and "vector" in reply.data["hint"]
+    assert reply.data["code"] == "INVALID_FILTER"
 
 
 # -- progress -------------------------------------------------------------------------------------
@@ -355,7 +354,12 @@ def test_missing_workspace_ends_the_server_at_start(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAPSMITH_")}
     env.update(server_env(tmp_path / "not-there"))
     done = subprocess.run(
-        [sys.executable, "-m", "mapsmith"], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "mapsmith"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert done.returncode == 2
     assert "WORKSPACE_INVALID" in done.stderr and "not-there" in done.stderr
@@ -429,8 +433,9 @@ def test_worked_example_over_stdio_matches_an_independent_computation(workspace:
     assert SERVICE_TOOLS | DEDICATED_TOOLS <= set(result["tools"])
     assert result["buffer"]["crs_decisions"]["analysis_crs"] == "EPSG:32610"
     # The parcels are a 5 x 6 grid of 0.003 degree squares, 46.176..46.194 N; the river runs at
-    # 46.200..46.206 N, so the 1.5 km (0.0135 degree) corridor reaches down to about 46.1865 N:
-    # the top three rows are clipped or whole, and the row 46.185..46.188 only partly (14 parcels).
+    # 46.200 N west of -122.212 and bends north east of it, so the 1.5 km (0.0135 degree) corridor
+    # reaches down to about 46.1865 N only in the west: the top two rows (10 parcels) are all in it,
+    # whole or cut, and 4 of the row 46.185..46.188 are cut (P-20, furthest east, misses): 14.
     answer = result["area"]["answer"]
     assert answer["method"] == "geodesic"
     assert answer["feature_count"] == len(expected) == 14

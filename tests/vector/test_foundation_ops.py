@@ -223,6 +223,7 @@ def test_empty_input_warns_in_the_tool_result(app, workspace: Path) -> None:
     assert len(read(workspace / "b.gpkg")) == 0
 
 
+@pytest.mark.filterwarnings("ignore:'crs' was not provided")
 def test_input_without_crs_is_refused(app, workspace: Path) -> None:
     write_layer(workspace / "nocrs.gpkg", [box(0, 0, 1, 1)], None, id=[1])
     with pytest.raises(CRSRequired) as err:

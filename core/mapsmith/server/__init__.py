@@ -19,6 +19,13 @@ from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool, ToolAn
 from mapsmith import __version__
 from mapsmith.app import MapSmith
 from mapsmith.errors import ArgumentError, MapSmithError
+from mapsmith.server.models import (
+    OperationListReply,
+    OperationReply,
+    ProvenanceReply,
+    ServerInfoReply,
+    _Reply,
+)
 
 # The operations an agent uses most get a tool of their own; every catalog operation (including
 # plugins') is reachable through run_operation.
@@ -83,6 +90,15 @@ def _error(exc: MapSmithError) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data, is_error=True)
 
 
+REPLY_MODELS: dict[str, type[_Reply]] = {
+    "server_info": ServerInfoReply,
+    "list_operations": OperationListReply,
+    "run_operation": OperationReply,
+    "get_provenance": ProvenanceReply,
+    **{name: OperationReply for name in DEDICATED_OPERATIONS},
+}
+
+
 def build_server(app: MapSmith) -> Server[Any]:
     """The MCP server for one MapSmith service."""
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -129,6 +145,8 @@ def build_server(app: MapSmith) -> Server[Any]:
                     annotations=read_only if not contract.writes_dataset else writes,
                 )
             )
+        for tool in out:
+            tool.output_schema = REPLY_MODELS[tool.name].model_json_schema()
         return out
 
     async def run_op(name: str, arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -169,6 +187,7 @@ def build_server(app: MapSmith) -> Server[Any]:
         run_operation=run_operation,
         get_provenance=get_provenance,
     )
+
     def dedicated(operation: str) -> Callable[[dict[str, Any], Any], Awaitable[dict[str, Any]]]:
         async def handler(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
             return await run_op(operation, args, ctx)
@@ -195,9 +214,11 @@ def build_server(app: MapSmith) -> Server[Any]:
                 )
             )
         try:
-            return _ok(await handler(dict(params.arguments or {}), ctx))
+            data = await handler(dict(params.arguments or {}), ctx)
         except MapSmithError as exc:
             return _error(exc)
+        REPLY_MODELS[params.name].model_validate(data)  # never send a shape the output schema does not allow
+        return _ok(data)
 
     return Server(
         "mapsmith",

@@ -1,0 +1,102 @@
+"""The shapes of successful tool replies, published to MCP clients as output schemas.
+
+Each reply the server sends is validated against its model before it leaves, so a client that
+checks structured content against the schema never sees a shape the schema does not describe.
+Errors are not described here: they are ``isError`` results carrying ``{code, message, hint}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class CheckReply(_Reply):
+    name: str
+    passed: bool
+    detail: str
+    critical: bool | None = None
+    argument: str | None = None
+    hint: str | None = None
+
+
+class WarningReply(_Reply):
+    code: str
+    message: str
+    hint: str
+
+
+class EngineReply(_Reply):
+    name: str
+    version: str
+    stack: str
+
+
+class OperationReply(_Reply):
+    """What every operation returns: where it wrote, what it answered, what it checked."""
+
+    operation: str
+    status: Literal["ok", "ok_with_warnings"]
+    output_path: str | None
+    manifest_path: str | None
+    answer: dict[str, Any]
+    checks: list[CheckReply]
+    warnings: list[WarningReply]
+    repairs: list[dict[str, Any]]
+    engine: EngineReply
+    crs_decisions: dict[str, Any]
+    notes: list[str]
+
+
+class StackReply(_Reply):
+    name: str
+    summary: str
+    selected: bool
+    available: bool
+    reason: str | None
+    fix: str | None
+    details: dict[str, Any]
+
+
+class ServerInfoReply(_Reply):
+    name: str
+    version: str
+    licence: str
+    stack: str
+    fallback_stack: str | None
+    workspace: str | None
+    stacks: list[StackReply]
+    engines: dict[str, dict[str, str]]
+    plugins: list[dict[str, str]]
+    operations: int
+
+
+class OperationSummaryReply(_Reply):
+    operation: str
+    status: Literal["available", "planned"]
+    summary: str
+    category: str
+    distinguishes: str
+    input_kinds: list[str]
+    output_kind: str
+    stacks: list[str]
+
+
+class OperationListReply(_Reply):
+    count: int
+    operations: list[OperationSummaryReply]
+
+
+class ProvenanceReply(_Reply):
+    manifest_path: str
+    manifest: dict[str, Any]
+    conforms: bool
+    problems: list[str]
+    output_matches: bool
+    output_sha256_now: str
+    lineage: dict[str, Any]

@@ -1,0 +1,212 @@
+"""Generated pages match their generators, and the generators match the code and the measurements.
+
+``docs/manifest-vocabulary.md`` comes from ``mapsmith.provenance.vocabulary``; ``docs/benchmarks.md``
+comes from ``benchmarks/render.py`` over the committed ``benchmarks/results/*.json``. Nothing here
+times anything: a slow machine must not fail the suite, so whether a target was met is read from the
+results, never measured.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from mapsmith.provenance import vocabulary
+from mapsmith.provenance.validator import SPEC_VERSION
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE_ROOTS = (REPO / "core", REPO / "plugins")
+VOCABULARY_FILE = REPO / "core" / "mapsmith" / "provenance" / "vocabulary.py"
+NAME = re.compile(r"x-mapsmith:([a-z0-9][a-z0-9_]*)")
+PREFIX_WITHOUT_NAME = re.compile(r"x-mapsmith:(?![a-z0-9])")
+# The extension grammar of the manifest spec (section 3.6).
+EXTENSION_GRAMMAR = re.compile(r"x-[a-z0-9][a-z0-9_-]*:[a-z0-9][a-z0-9_]*")
+
+
+def _render_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mapsmith_benchmarks_render", REPO / "benchmarks" / "render.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+render_page = _render_module()
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                ids.add(id(first.value))
+    return ids
+
+
+def _scan_source() -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
+    """Names written (string literals), names mentioned (docstrings), and literals naming no name."""
+    written: dict[str, list[str]] = {}
+    mentioned: dict[str, list[str]] = {}
+    nameless: list[str] = []
+    for root in SOURCE_ROOTS:
+        for path in sorted(root.rglob("*.py")):
+            if path == VOCABULARY_FILE:
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            docstrings = _docstring_nodes(tree)
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                    continue
+                where = f"{path.relative_to(REPO)}:{node.lineno}"
+                found = mentioned if id(node) in docstrings else written
+                for name in NAME.findall(node.value):
+                    found.setdefault(f"x-mapsmith:{name}", []).append(where)
+                if id(node) not in docstrings and PREFIX_WITHOUT_NAME.search(node.value):
+                    nameless.append(where)
+    return written, mentioned, nameless
+
+
+WRITTEN, MENTIONED, NAMELESS = _scan_source()
+
+
+# -- (a) the vocabulary page ----------------------------------------------------------------------
+
+
+def test_vocabulary_page_is_generated_from_the_registry() -> None:
+    page = REPO / "docs" / "manifest-vocabulary.md"
+    assert page.read_text(encoding="utf-8") == vocabulary.render_markdown(), (
+        "docs/manifest-vocabulary.md is out of date: "
+        "python -m mapsmith.provenance.vocabulary --write docs/manifest-vocabulary.md"
+    )
+
+
+def test_vocabulary_command_writes_the_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert vocabulary.main(["--write", str(tmp_path / "page.md")]) == 0
+    assert (tmp_path / "page.md").read_text(encoding="utf-8") == vocabulary.render_markdown()
+    assert vocabulary.main([]) == 0
+    assert capsys.readouterr().out == vocabulary.render_markdown()
+
+
+def test_vocabulary_page_names_the_spec_version_and_every_entry() -> None:
+    page = vocabulary.render_markdown()
+    assert f"specification {SPEC_VERSION}" in page
+    rows = [line for line in page.splitlines() if line.startswith("| `x-mapsmith:")]
+    assert len(rows) == len(vocabulary.VOCABULARY)
+    for name in vocabulary.VOCABULARY:
+        assert f"| `{name}` |" in page
+
+
+@pytest.mark.parametrize("name", sorted(vocabulary.VOCABULARY))
+def test_vocabulary_entry_is_well_formed(name: str) -> None:
+    entry = vocabulary.VOCABULARY[name]
+    assert EXTENSION_GRAMMAR.fullmatch(name), f"{name} breaks the spec's extension grammar x-<producer>:<name>"
+    assert name.startswith(vocabulary.PREFIX)
+    assert entry.where in vocabulary.PLACES, f"{name}: unknown place {entry.where!r}"
+    assert entry.meaning.strip() == entry.meaning and entry.meaning.endswith("."), f"{name}: meaning is one sentence"
+
+
+# -- (b) the vocabulary and the code do not drift -------------------------------------------------
+
+
+def test_the_scan_sees_the_code() -> None:
+    # Guards the test itself: a scan that found nothing would pass the two checks below vacuously.
+    assert "x-mapsmith:engine_choice" in WRITTEN
+    assert "x-mapsmith:better_unavailable" in WRITTEN
+
+
+def test_every_name_the_code_writes_is_in_the_vocabulary() -> None:
+    unlisted = {name: places for name, places in WRITTEN.items() if name not in vocabulary.VOCABULARY}
+    assert not unlisted, f"add these to core/mapsmith/provenance/vocabulary.py, then regenerate the page: {unlisted}"
+
+
+def test_every_name_a_docstring_mentions_is_in_the_vocabulary() -> None:
+    unlisted = {name: places for name, places in MENTIONED.items() if name not in vocabulary.VOCABULARY}
+    assert not unlisted, f"docstrings mention extension names MapSmith does not write: {unlisted}"
+
+
+def test_every_vocabulary_name_is_written_by_the_code() -> None:
+    stale = sorted(set(vocabulary.VOCABULARY) - set(WRITTEN))
+    assert not stale, f"no code writes these any more; remove them from the vocabulary: {stale}"
+
+
+def test_no_extension_name_is_built_at_run_time() -> None:
+    # f"x-mapsmith:{name}" would escape both checks above; every name must be a literal.
+    assert not NAMELESS, f"x-mapsmith: prefix without a literal name at {NAMELESS}"
+
+
+# -- (c) the benchmarks page ----------------------------------------------------------------------
+
+
+def test_benchmarks_page_is_generated_from_the_committed_results() -> None:
+    page = REPO / "docs" / "benchmarks.md"
+    assert page.read_text(encoding="utf-8") == render_page.render(), (
+        "docs/benchmarks.md is out of date: python benchmarks/render.py"
+    )
+
+
+def test_render_is_deterministic() -> None:
+    results = render_page.load_results()
+    assert render_page.render(copy.deepcopy(results)) == render_page.render(copy.deepcopy(results))
+
+
+def test_render_shows_the_startup_figures() -> None:
+    result = render_page.load_results()["startup"]
+    page = render_page.render()
+    for series in ("server", "interpreter_floor", "sdk_import"):
+        for key in ("median_seconds", "min_seconds", "max_seconds"):
+            assert f"{result[series][key]:.3f}" in page
+    assert f"`{result['command']}`" in page
+    assert result["date"] in page
+    assert result["machine"]["platform"] in page
+
+
+def test_render_without_a_breakdown() -> None:
+    result = copy.deepcopy(render_page.load_results()["startup"])
+    result.pop("breakdown", None)
+    page = render_page.render({"startup": result})
+    assert "Where the time goes" not in page
+    assert f"{result['server']['median_seconds']:.3f}" in page
+
+
+# -- (d) the results carry what the page needs ----------------------------------------------------
+
+
+def _startup() -> dict[str, Any]:
+    results = render_page.load_results()
+    assert "startup" in results, "benchmarks/results/startup.json is missing: python benchmarks/bench_startup.py"
+    startup: dict[str, Any] = results["startup"]
+    return startup
+
+
+def test_startup_results_have_every_field_the_page_reads() -> None:
+    assert render_page.missing_fields(_startup()) == []
+
+
+def test_startup_results_are_consistent() -> None:
+    r = _startup()
+    assert isinstance(r["runs"], int) and r["runs"] >= 1
+    assert r["tools_listed"] > 0
+    for series in ("server", "interpreter_floor", "sdk_import"):
+        s = r[series]
+        assert len(s["runs_seconds"]) == r["runs"], f"{series}: one figure per run"
+        assert s["min_seconds"] == min(s["runs_seconds"]) and s["max_seconds"] == max(s["runs_seconds"])
+        assert s["min_seconds"] <= s["median_seconds"] <= s["max_seconds"]
+    # The recorded verdict follows from the recorded figures (no timing is asserted here).
+    assert isinstance(r["target"]["met"], bool)
+    assert r["target"]["met"] == (r["server"]["median_seconds"] < r["target"]["median_seconds"])
+    assert isinstance(r["engines_imported_before_a_tool_call"], list)
+
+
+def test_missing_fields_names_what_is_absent() -> None:
+    r = copy.deepcopy(_startup())
+    del r["server"]["median_seconds"]
+    del r["date"]
+    assert render_page.missing_fields(r) == ["date", "server.median_seconds"]
