@@ -21,7 +21,12 @@ SPEC_SCHEMA = SHARED / "manifest-spec" / "schema" / "manifest-v1.schema.json"
 
 
 def published_schema_errors(record: dict[str, Any]) -> list[str]:
-    """Validate with the published schema itself (not our packaged copy) plus the order rule."""
+    """Validate with the published schema itself plus the order rule. Where ``shared/`` is not beside
+    this checkout, the packaged copy of the same schema (byte-identical, checked in test_validator)."""
+    if not SPEC_SCHEMA.exists():
+        from mapsmith.provenance.validator import schema_errors
+
+        return schema_errors(record)
     from jsonschema import Draft202012Validator
 
     schema = json.loads(SPEC_SCHEMA.read_text("utf-8"))
@@ -43,12 +48,7 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
     yield ws
     for manifest in ws.rglob("*.provenance.json"):
         record = json.loads(manifest.read_text("utf-8"))
-        if SPEC_SCHEMA.exists():
-            errors = published_schema_errors(record)
-        else:  # shared/ is not beside this checkout: the packaged copy of the same schema
-            from mapsmith.provenance.validator import schema_errors
-
-            errors = schema_errors(record)
+        errors = published_schema_errors(record)
         if not manifest.name.endswith(".failed.provenance.json") and ".failed." not in manifest.name:
             # a good record sits beside the bytes it describes
             from mapsmith.provenance.digests import dataset_digest
