@@ -339,3 +339,28 @@ def test_describe_dataset_lists_layers_without_refusing_a_container(app, workspa
     assert by_layer["parcels"]["bounds"] == [0.0, 0.0, 10.0, 10.0]
     assert result.manifest_path is None  # describing writes nothing, so no manifest
     json.dumps(result.to_dict())  # the answer is plain JSON
+
+
+def test_a_shapefile_input_is_recorded_by_the_digest_of_its_member_listing(app, workspace: Path) -> None:
+    # Spec §3.3: sha256 over "<ext>\0<sha256 of member>\n" lines, sorted, for .cpg .dbf .prj .shp .shx.
+    import hashlib
+
+    write_layer(workspace / "roads.shp", [box(0, 0, 1, 1)], "EPSG:32610", id=[1])
+    members = sorted(p for p in workspace.iterdir() if p.stem == "roads")
+    assert {p.suffix for p in members} >= {".shp", ".shx", ".dbf", ".prj"}
+    listing = "".join(f"{p.suffix}\0{hashlib.sha256(p.read_bytes()).hexdigest()}\n" for p in members)
+    app.run("buffer_layer", {"input_path": "roads.shp", "distance_meters": 1, "output_path": "b.gpkg"})
+    (recorded,) = manifest(workspace / "b.gpkg")["inputs"]
+    assert recorded["path"] == "roads.shp"
+    assert recorded["sha256"] == hashlib.sha256(listing.encode()).hexdigest()
+
+
+def test_geoparquet_input_keeps_its_crs_and_count(app, workspace: Path) -> None:
+    write_layer(workspace / "in.parquet", [box(0, 0, 10, 10), box(20, 0, 30, 10)], "EPSG:32610", id=[1, 2])
+    result = app.run("measure_area", {"input_path": "in.parquet", "output_path": "a.parquet"})
+    # Eastings 0..30 in UTM 10N lie 500 km west of the central meridian, at the equator. There the
+    # point scale is k = 0.9996 (1 + u^2 / 2), u = 500,000 / (0.9996 * 6,378,137) = 0.078424, so
+    # k = 1.002674 and a 10 m x 10 m grid square covers 100 / k^2 = 99.467 m2 of ground.
+    assert result.answer["feature_count"] == 2
+    assert [r["area_m2"] for r in result.answer["rows"]] == [pytest.approx(99.467, rel=2e-4)] * 2
+    assert read(workspace / "a.parquet").crs.to_epsg() == 32610
