@@ -25,6 +25,23 @@ SAMPLE_GEOMETRIES = {
 }
 
 
+# Every sample layer carries these fields, so contract examples can name them.
+SAMPLE_FIELDS = {"id": [1, 2], "name": ["a", "b"], "value": [10.0, 20.0], "code": ["310101", "310102"]}
+
+
+def _sample(workspace: Path, stem: str, kind: str, family: str, layer: str | None) -> str:
+    if kind == "table":
+        path = workspace / f"{stem}.csv"
+        if not path.exists():
+            rows = zip(*SAMPLE_FIELDS.values(), strict=True)
+            path.write_text(",".join(SAMPLE_FIELDS) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+        return path.name
+    path = workspace / f"{stem}_{family}.gpkg"
+    if not path.exists():
+        write_layer(path, SAMPLE_GEOMETRIES[family], "EPSG:32610", layer=layer, **SAMPLE_FIELDS)
+    return path.name
+
+
 def build_arguments(contract: Any, workspace: Path, override: dict[str, str] | None = None) -> dict[str, Any]:
     """Arguments for ``contract``; ``override`` maps a dataset argument to the family to give it."""
     override = override or {}
@@ -33,10 +50,12 @@ def build_arguments(contract: Any, workspace: Path, override: dict[str, str] | N
     for d in contract.datasets:
         family = override.get(d.name) or (d.geometry_types[0] if d.geometry_types else "polygon")
         layer = example.get("layer") if d.name == "input_path" else None
-        path = workspace / f"{d.name}_{family}.gpkg"
-        if not path.exists():
-            write_layer(path, SAMPLE_GEOMETRIES[family], "EPSG:32610", layer=layer, id=[1, 2])
-        args[d.name] = path.name
+        if d.multiple:
+            args[d.name] = [
+                _sample(workspace, f"{d.name}{i}", d.kind, family, None) for i in range(max(2, d.min_count))
+            ]
+        else:
+            args[d.name] = _sample(workspace, d.name, d.kind, family, layer)
     for p in contract.parameters:
         if p.name in example:
             args[p.name] = example[p.name]

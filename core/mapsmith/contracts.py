@@ -50,6 +50,8 @@ class DatasetArgument:
     description: str
     geometry_types: tuple[str, ...] | None = None
     required: bool = True
+    multiple: bool = False  # a list of paths; the name ends in _paths
+    min_count: int = 1
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,12 @@ class OperationContract:
                 if d.required:
                     raise _missing(self, d.name, f"a path to a {d.kind} dataset: {d.description}")
                 continue
-            out[d.name] = _check_path_value(self, d.name, value)
+            if d.multiple:
+                if not isinstance(value, list) or len(value) < d.min_count:
+                    raise _mistyped(self, d.name, f"list of at least {d.min_count} paths", value)
+                out[d.name] = [_check_path_value(self, f"{d.name}[{i}]", v) for i, v in enumerate(value)]
+            else:
+                out[d.name] = _check_path_value(self, d.name, value)
         if self.writes_dataset:
             value = arguments.get(OUTPUT_ARGUMENT)
             if value is None:
@@ -164,7 +171,15 @@ class OperationContract:
             desc = d.description
             if d.geometry_types:
                 desc += f" Accepted geometry types: {', '.join(d.geometry_types)}."
-            props[d.name] = {"type": "string", "description": f"Path to a {d.kind} dataset. {desc}"}
+            if d.multiple:
+                props[d.name] = {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": d.min_count,
+                    "description": f"Paths to {d.kind} datasets. {desc}",
+                }
+            else:
+                props[d.name] = {"type": "string", "description": f"Path to a {d.kind} dataset. {desc}"}
             if d.required:
                 required.append(d.name)
         for p in self.parameters:
@@ -328,9 +343,18 @@ def parse_contract(data: Mapping[str, Any], source: str) -> OperationContract:
             description=d["description"],
             geometry_types=tuple(d["geometry_types"]) if "geometry_types" in d else None,
             required=d.get("required", True),
+            multiple=d.get("multiple", False),
+            min_count=d.get("min_count", 1),
         )
         for d in data.get("datasets", [])
     )
+    for d in datasets:
+        if d.multiple != d.name.endswith("_paths"):
+            raise ContractError(
+                f"contract {source}: dataset argument {d.name!r}: a list of paths is named *_paths, "
+                "a single one *_path",
+                hint="set multiple = true for a *_paths argument, and only for one",
+            )
     out = data["output"]
     contract = OperationContract(
         name=data["name"],

@@ -55,7 +55,7 @@ class DatasetInfo:
     """What a header read tells about a dataset; enough for preconditions and output checks."""
 
     path: str
-    kind: Literal["vector", "raster"]
+    kind: Literal["vector", "raster", "table"]
     driver: str | None
     layer: str | None
     layers: tuple[str, ...]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mapsmith import verify
-from mapsmith.contracts import OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, OperationContract
+from mapsmith.contracts import OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, DatasetArgument, OperationContract
 from mapsmith.errors import EngineError, InputError, MapSmithError, OutputError, VerificationFailed
 from mapsmith.provenance.digests import dataset_digest
 from mapsmith.provenance.manifest import (
@@ -68,6 +68,7 @@ class RunContext:
     engine_name: str = ""
     engine_version: str = ""
     engine_components: dict[str, str] = field(default_factory=dict)
+    given_paths: dict[str, str] = field(default_factory=dict)  # slot -> the path as the caller gave it
     expected_output_crs: str | None = None  # WKT, for operations whose crs_effect is "transforms"
     progress: Callable[[float, str], None] | None = None
 
@@ -123,18 +124,19 @@ def run_operation(
     candidates = router.candidates(operation)  # refuses before any file is touched
     io = app.dataset_io(candidates.stack)
 
+    # One slot per path read: "input_path", or "input_paths[0]", "input_paths[1]" ... for a list.
+    slots = _dataset_slots(contract, args)
     paths: dict[str, Path] = {}
-    for d in contract.datasets:
-        if d.name in args:
-            resolved = app.workspace.resolve(args[d.name], argument=d.name)
-            if not isinstance(resolved, Path):
-                raise InputError(
-                    f"{d.name}: remote datasets are not read by this operation yet",
-                    code="REMOTE_INPUT_UNSUPPORTED",
-                    evidence={"argument": d.name, "path": args[d.name]},
-                    hint="copy the dataset into the workspace and pass its local path",
-                )
-            paths[d.name] = resolved
+    for key, _, given in slots:
+        resolved = app.workspace.resolve(given, argument=key)
+        if not isinstance(resolved, Path):
+            raise InputError(
+                f"{key}: remote datasets are not read by this operation yet",
+                code="REMOTE_INPUT_UNSUPPORTED",
+                evidence={"argument": key, "path": given},
+                hint="copy the dataset into the workspace and pass its local path",
+            )
+        paths[key] = resolved
     output: Path | None = None
     if contract.writes_dataset:
         resolved_out = app.workspace.resolve(args[OUTPUT_ARGUMENT], argument=OUTPUT_ARGUMENT)
@@ -153,38 +155,37 @@ def run_operation(
     warnings: list[RunWarning] = []
     inputs: dict[str, DatasetInfo] = {}
     layers: dict[str, str | None] = {}
-    for d in contract.datasets:
-        if d.name not in paths:
-            continue
-        path = paths[d.name]
+    for key, d, given in slots:
+        path = paths[key]
         if not path.exists():
             raise InputError(
-                f"{d.name} does not exist: {args[d.name]}",
+                f"{key} does not exist: {given}",
                 code="INPUT_NOT_FOUND",
-                evidence={"argument": d.name, "path": args[d.name]},
+                evidence={"argument": key, "path": given},
                 hint="check the path; relative paths are resolved against the workspace",
             )
-        layer = args.get("layer") if d.name == "input_path" else None
+        layer = args.get("layer") if key == "input_path" else None
         if contract.output_kind == "description" and layer is None:
-            layers[d.name] = None  # describing a container is how its layers are found: no refusal
+            layers[key] = None  # describing a container is how its layers are found: no refusal
             continue
-        layer = _choose_layer(io, path, layer, d.name, args[d.name])
-        layers[d.name] = layer
+        layer = _choose_layer(io, path, layer, key, given)
+        layers[key] = layer
         # Messages and evidence name the path as the caller gave it, never the host's absolute path.
-        info = dataclasses.replace(io.inspect(path, layer), path=args[d.name])
-        inputs[d.name] = info
-        if contract.output_kind != "description":
-            checks.append(verify.require_crs(info, d.name))
-            geom_check = verify.require_geometry_types(info, d, contract.name)
-            if geom_check:
-                checks.append(geom_check)
-            check, warning = verify.input_not_empty(info, d.name)
-            checks.append(check)
-            if warning:
-                warnings.append(warning)
+        info = dataclasses.replace(io.inspect(path, layer), path=given)
+        inputs[key] = info
+        if contract.output_kind == "description" or d.kind == "table":
+            continue  # a table has no CRS or geometry to require
+        checks.append(verify.require_crs(info, key))
+        geom_check = verify.require_geometry_types(info, d, contract.name, argument=key)
+        if geom_check:
+            checks.append(geom_check)
+        check, warning = verify.input_not_empty(info, key)
+        checks.append(check)
+        if warning:
+            warnings.append(warning)
     if output is not None and output.suffix.lower() in (".geojson", ".json"):
         _require_wgs84_for_geojson(contract, args, inputs.get("input_path"))
-    names = [d.name for d in contract.datasets if d.name in inputs]
+    names = [key for key, d, _ in slots if key in inputs and d.kind != "table"]
     if len(names) >= 2:
         first, second = inputs[names[0]], inputs[names[1]]
         checks.append(
@@ -205,10 +206,11 @@ def run_operation(
         output_path=output,
         temp_output=temp,
         io=io,
-        parameters={k: v for k, v in args.items() if k not in paths and k != OUTPUT_ARGUMENT},
+        parameters={k: v for k, v in args.items() if contract.dataset(k) is None and k != OUTPUT_ARGUMENT},
         checks=checks,
         warnings=warnings,
         progress=progress,
+        given_paths={key: given for key, _, given in slots},
     )
     choice = router.choose_engine(candidates, ctx)
     if choice.substitution:
@@ -294,6 +296,18 @@ def _require_wgs84_for_geojson(contract: OperationContract, args: dict[str, Any]
             evidence={"crs": label, "path": args[OUTPUT_ARGUMENT]},
             hint="reproject_layer to EPSG:4326 first, or write .gpkg / .parquet / .fgb, which keep any CRS",
         )
+
+
+def _dataset_slots(contract: OperationContract, args: dict[str, Any]) -> list[tuple[str, DatasetArgument, str]]:
+    slots = []
+    for d in contract.datasets:
+        if d.name not in args:
+            continue
+        if d.multiple:
+            slots += [(f"{d.name}[{i}]", d, given) for i, given in enumerate(args[d.name])]
+        else:
+            slots.append((d.name, d, args[d.name]))
+    return slots
 
 
 def _replace(source: Path, target: Path) -> None:
@@ -425,7 +439,7 @@ def _input_records(app: MapSmith, ctx: RunContext) -> list[dict[str, Any]]:
     for name, path in ctx.paths.items():
         info = ctx.inputs.get(name)
         rec: dict[str, Any] = {
-            "path": posix_label(ctx.arguments[name]),
+            "path": posix_label(ctx.given_paths[name]),
             "sha256": app.digest(path),
             "crs": info.crs_label if info else None,
             "argument": name,

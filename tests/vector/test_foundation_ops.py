@@ -199,9 +199,10 @@ def test_clip_transforms_a_mask_in_another_crs_and_records_it(app, workspace: Pa
     write_layer(workspace / "parcels.gpkg", [box(500_100, 5_000_000, 500_200, 5_000_100)], "EPSG:32610", pid=["B"])
     result = app.run("clip_layer", {"input_path": "parcels.gpkg", "mask_path": "mask.geojson", "output_path": "c.gpkg"})
     assert read(workspace / "c.gpkg").geometry.area.iloc[0] == pytest.approx(5_000, rel=1e-6)
-    assert result.crs_decisions["source_crs"] == "EPSG:4326"
-    assert result.crs_decisions["target_crs"] == "EPSG:32610"
-    assert "+proj=utm" in result.crs_decisions["transformation"]["pipeline"]
+    assert result.crs_decisions["analysis_crs"] == "EPSG:32610"
+    aligned = result.crs_decisions["x-mapsmith:alignment"]["mask_path"]
+    assert (aligned["source_crs"], aligned["target_crs"]) == ("EPSG:4326", "EPSG:32610")
+    assert "+proj=utm" in aligned["transformation"]["pipeline"]
     share = next(c for c in result.checks if c["name"] == "inputs_share_crs")
     assert share["passed"] is False and "transformed" in share["detail"]
 

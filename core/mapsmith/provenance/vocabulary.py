@@ -38,6 +38,7 @@ PLACES: dict[str, str] = {
     "check name": "the `name` of a `verification[]` entry",
     "transformation key": "a key of `crs_decisions.transformation` and of each leg of `crs_decisions.round_trip`",
     "engine key": "a key of `engine`",
+    "crs_decisions key": "a key of `crs_decisions`",
     "repairs key": "a key of a `repairs[]` entry",
 }
 
@@ -105,6 +106,11 @@ VOCABULARY: dict[str, Extension] = {
         "and message.",
     ),
     # -- transformation keys (core/mapsmith/crs.py)
+    "x-mapsmith:alignment": Extension(
+        "crs_decisions key",
+        "Second inputs moved into input_path's CRS before computing, by argument: each with `source_crs`, "
+        "`target_crs`, `reason` and the `transformation` (same shape as the spec's) that was applied.",
+    ),
     "x-mapsmith:description": Extension(
         "transformation key",
         "PROJ's name for the coordinate operation applied, e.g. `NAD27 to WGS 84 (4)`.",

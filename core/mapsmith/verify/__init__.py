@@ -63,17 +63,20 @@ def require_crs(info: DatasetInfo, argument: str) -> Check:
     return Check("input_crs_present", True, f"{argument} declares {info.crs_label}", argument=argument)
 
 
-def require_geometry_types(info: DatasetInfo, dataset: DatasetArgument, operation: str) -> Check | None:
+def require_geometry_types(
+    info: DatasetInfo, dataset: DatasetArgument, operation: str, argument: str | None = None
+) -> Check | None:
+    argument = argument or dataset.name
     if dataset.geometry_types is None:
         return None
     present = set(info.geometry_families) - {"unknown"}
     refused = sorted(present - set(dataset.geometry_types))
     if refused:
         raise GeometryTypeRefused(
-            f"{operation} accepts {', '.join(dataset.geometry_types)} geometries in {dataset.name}; "
+            f"{operation} accepts {', '.join(dataset.geometry_types)} geometries in {argument}; "
             f"{info.path} holds {', '.join(refused)} ({', '.join(info.geometry_types)})",
             evidence={
-                "argument": dataset.name,
+                "argument": argument,
                 "path": info.path,
                 "geometry_types": list(info.geometry_types),
                 "accepted": list(dataset.geometry_types),
@@ -83,9 +86,9 @@ def require_geometry_types(info: DatasetInfo, dataset: DatasetArgument, operatio
     return Check(
         "x-mapsmith:input_geometry_types",
         True,
-        f"{dataset.name} holds {', '.join(sorted(present)) or 'no geometries'}; accepted: "
+        f"{argument} holds {', '.join(sorted(present)) or 'no geometries'}; accepted: "
         f"{', '.join(dataset.geometry_types)}",
-        argument=dataset.name,
+        argument=argument,
     )
 
 

@@ -30,7 +30,7 @@ def availability() -> Availability:
 
 def engine_versions() -> Mapping[str, str]:
     from mapsmith_opensource import duckdb_spatial
-    from mapsmith_opensource.vector_ops import engine_versions as vector_versions
+    from mapsmith_opensource.common import engine_versions as vector_versions
 
     return {**vector_versions(), **duckdb_spatial.versions()}
 
@@ -55,28 +55,23 @@ def mapsmith_register_stacks(register: RegisterStack) -> None:
     )
 
 
-def _lazy(name: str):  # noqa: ANN202 - a small trampoline keeps engine imports out of start-up
-    def run(ctx):  # noqa: ANN001, ANN202
-        from mapsmith_opensource import vector_ops
-
-        getattr(vector_ops, name)(ctx)
-
-    run.__name__ = name
-    return run
-
-
-VECTOR_OPERATIONS = (
-    "describe_dataset",
-    "reproject_layer",
-    "buffer_layer",
-    "clip_layer",
-    "measure_area",
-    "convert_format",
-    "extract_layer",
-)
+# The modules whose REGISTRATIONS this stack registers. Each is cheap to import: engines are
+# imported inside the operation functions, never at module level (a test checks start-up imports).
+OPERATION_MODULES = ("vector_ops",)
 
 
 @hookimpl
 def mapsmith_register_operations(register: RegisterOperation) -> None:
-    for name in VECTOR_OPERATIONS:
-        register(_lazy(name), operation=name, stack=STACK, engine="geopandas")
+    import importlib
+
+    for module_name in OPERATION_MODULES:
+        module = importlib.import_module(f"mapsmith_opensource.{module_name}")
+        for reg in module.REGISTRATIONS:
+            register(
+                getattr(module, reg.function),
+                operation=reg.operation,
+                stack=STACK,
+                engine=reg.engine,
+                preference=reg.preference,
+                eligible=getattr(module, reg.eligible) if reg.eligible else None,
+            )

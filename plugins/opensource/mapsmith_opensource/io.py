@@ -150,6 +150,23 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
             or (layers[0] if len(layers) == 1 else None)
         )
     invalid = None
+    if not is_parquet(path) and not types:
+        # No geometry column at all (a CSV or spreadsheet): a table, described without a geometry scan.
+        return DatasetInfo(
+            path=str(path),
+            kind="table",
+            driver=driver,
+            layer=layer,
+            layers=layers,
+            crs_wkt=None,
+            crs_label=None,
+            crs_is_geographic=None,
+            feature_count=count,
+            geometry_types=(),
+            bounds=None,
+            bounds_lonlat=None,
+            fields=fields,
+        )
     if validity or not types or set(types) & GENERIC_TYPES:
         gdf = read_layer(path, layer)
         geoms = gdf.geometry

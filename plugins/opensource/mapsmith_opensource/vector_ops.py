@@ -8,104 +8,45 @@ them picks a CRS, a layer or a unit silently, and none writes anywhere but ``ctx
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mapsmith.crs import choose_transformer, crs_label, estimate_utm_crs, is_equal_area, linear_unit_metres, parse_crs
-from mapsmith.errors import CRSError, InputError, OutputError
+from mapsmith.crs import choose_transformer, crs_label, is_equal_area, linear_unit_metres, parse_crs
+from mapsmith.errors import CRSError, InputError
 from mapsmith_opensource import io
+from mapsmith_opensource.common import (
+    align_to,
+    read_input,
+    set_engine,
+    to_metric,
+    transform_frame,
+    write_output,
+)
+from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
     import geopandas as gpd
-    from pyproj import CRS, Transformer
 
     from mapsmith.runner import RunContext
 
+REGISTRATIONS = (
+    Registration("describe_dataset", "describe_dataset"),
+    Registration("reproject_layer", "reproject_layer"),
+    Registration("buffer_layer", "buffer_layer"),
+    Registration("clip_layer", "clip_layer"),
+    Registration("measure_area", "measure_area"),
+    Registration("convert_format", "convert_format"),
+    Registration("extract_layer", "extract_layer"),
+)
+
 MAX_ANSWER_ROWS = 200
-# A projected CRS whose scale at the data differs from 1 by more than this is not used for
-# distances (Web Mercator at 46 N stretches by 1.44): MapSmith computes in a UTM zone instead.
-MAX_SCALE_DISTORTION = 0.01
-WGS84_LABELS = {"EPSG:4326", "OGC:CRS84"}
-
-
-@cache
-def engine_versions() -> dict[str, str]:
-    import geopandas
-    import pyogrio
-    import pyproj
-    import shapely
-
-    return {
-        "geopandas": geopandas.__version__,
-        "shapely": shapely.__version__,
-        "GEOS": shapely.geos_version_string,
-        "pyproj": pyproj.__version__,
-        "PROJ": pyproj.proj_version_str,
-        "pyogrio": pyogrio.__version__,
-        "GDAL": pyogrio.__gdal_version_string__,
-    }
-
-
-def _set_engine(ctx: RunContext) -> None:
-    versions = engine_versions()
-    ctx.set_engine("geopandas", versions["geopandas"], **{k: v for k, v in versions.items() if k != "geopandas"})
-
-
-def _read(ctx: RunContext, argument: str = "input_path") -> gpd.GeoDataFrame:
-    return io.read_layer(ctx.paths[argument], ctx.layers.get(argument))
-
-
-def _write(ctx: RunContext, gdf: gpd.GeoDataFrame) -> None:
-    assert ctx.temp_output is not None
-    if ctx.temp_output.suffix.lower() in (".geojson", ".json"):
-        label = crs_label(gdf.crs) if gdf.crs is not None else None
-        if label not in WGS84_LABELS:
-            raise OutputError(
-                f"GeoJSON output must be in WGS 84 (RFC 7946); this result is in {label}",
-                code="GEOJSON_REQUIRES_WGS84",
-                evidence={"crs": label, "path": ctx.arguments.get("output_path")},
-                hint="reproject_layer to EPSG:4326 first, or write .gpkg / .parquet / .fgb, which keep any CRS",
-            )
-    if ctx.temp_output.suffix.lower() == ".fgb" and len(gdf) > 1:
-        ctx.notes.append(
-            "FlatGeobuf's spatial index stores features in packed Hilbert R-tree order: the feature order "
-            "of the output differs from the input's (the features and their attributes do not)"
-        )
-    io.write_layer(gdf, ctx.temp_output, layer=ctx.output_path.stem if ctx.output_path else None)
-
-
-def _transform(gdf: gpd.GeoDataFrame, transformer: Transformer, target: CRS) -> gpd.GeoDataFrame:
-    import shapely
-
-    def fn(coords: Any) -> Any:
-        import numpy as np
-
-        x, y = transformer.transform(coords[:, 0], coords[:, 1])
-        return np.column_stack([x, y])
-
-    geoms = shapely.transform(gdf.geometry.values, fn)
-    out = gdf.copy()
-    out = out.set_geometry(geoms, crs=target)
-    return out
-
-
-def _scale_distortion(crs: CRS, lonlat: tuple[float, ...] | None) -> float | None:
-    """How far the projection's scale at the data's centre is from 1 (0.0 = true distances)."""
-    if lonlat is None:
-        return None
-    from pyproj import Proj
-
-    lon, lat = (lonlat[0] + lonlat[2]) / 2, (lonlat[1] + lonlat[3]) / 2
-    factors = Proj(crs).get_factors(lon, lat)
-    return max(abs(factors.meridional_scale - 1), abs(factors.parallel_scale - 1))
 
 
 # -- describe_dataset -------------------------------------------------------------------------
 
 
 def describe_dataset(ctx: RunContext) -> None:
-    _set_engine(ctx)
+    set_engine(ctx)
     path = ctx.paths["input_path"]
     layers = io.list_layers(path)
     wanted = [ctx.arguments["layer"]] if ctx.arguments.get("layer") else layers
@@ -131,13 +72,13 @@ def describe_dataset(ctx: RunContext) -> None:
 
 
 def reproject_layer(ctx: RunContext) -> None:
-    _set_engine(ctx)
+    set_engine(ctx)
     info = ctx.inputs["input_path"]
     target = parse_crs(ctx.arguments["target_crs"])
-    gdf = _read(ctx)
+    gdf = read_input(ctx)
     source = gdf.crs
     transformer, record = choose_transformer(source, target, info.bounds_lonlat)
-    out = _transform(gdf, transformer, target)
+    out = transform_frame(gdf, transformer, target)
     ctx.expected_output_crs = target.to_wkt()
     ctx.parameters["target_crs"] = crs_label(target)
     ctx.crs_decisions.update(
@@ -165,76 +106,22 @@ def reproject_layer(ctx: RunContext) -> None:
             "PROJ treated the datums as equivalent (errors can reach 100 m or more)",
             "install the PROJ grid named in the manifest's crs_decisions, or accept the ballpark result knowingly",
         )
-    _write(ctx, out)
+    write_output(ctx, out)
 
 
 # -- buffer_layer -----------------------------------------------------------------------------
 
 
 def buffer_layer(ctx: RunContext) -> None:
-    _set_engine(ctx)
-    info = ctx.inputs["input_path"]
+    set_engine(ctx)
     distance = ctx.arguments["distance_meters"]
     segments = ctx.arguments["segments_per_quarter_circle"]
-    gdf = _read(ctx)
-    source = gdf.crs
-    distortion = None if source.is_geographic else _scale_distortion(source, info.bounds_lonlat)
-    if len(gdf) == 0:
-        # Nothing to buffer: an empty result, with the INPUT_EMPTY warning the preconditions gave.
-        ctx.crs_decisions.update({"analysis_crs": crs_label(source), "reason": "empty input: nothing was buffered"})
-        _write(ctx, gdf)
-        return
-    if source.is_geographic or (distortion is not None and distortion > MAX_SCALE_DISTORTION):
-        assert info.bounds_lonlat is not None
-        analysis = estimate_utm_crs(info.bounds_lonlat)
-        t_out, leg_out = choose_transformer(source, analysis, info.bounds_lonlat)
-        work = _transform(gdf, t_out, analysis)
-        work = work.set_geometry(work.geometry.buffer(distance, quad_segs=segments))
-        t_back, leg_back = choose_transformer(analysis, source, info.bounds_lonlat)
-        out = _transform(work, t_back, source)
-        why = (
-            f"{crs_label(source)} is geographic (degrees), so {distance} m cannot be applied in it"
-            if source.is_geographic
-            else f"{crs_label(source)} distorts distances by {distortion:.1%} at the data's centre"
-        )
-        ctx.crs_decisions.update(
-            {
-                "analysis_crs": crs_label(analysis),
-                "reason": f"{why}; buffered in the UTM zone estimated from the layer's extent "
-                f"({crs_label(analysis)}) and transformed back, rather than buffering in "
-                f"{crs_label(source)} units",
-                "source_crs": crs_label(source),
-                "target_crs": crs_label(source),
-                "transformation": leg_out,
-                # Added only now that the output is back in the caller's CRS (spec §3.7).
-                "round_trip": {"transformation": leg_out, "return_transformation": leg_back},
-            }
-        )
-        span = info.bounds_lonlat[2] - info.bounds_lonlat[0]
-        if span > 6:
-            ctx.warn(
-                "WIDE_LAYER_FOR_UTM",
-                f"the layer spans {span:.1f} degrees of longitude, wider than one UTM zone; distances far "
-                "from the zone's centre are distorted",
-                "reproject to a projected CRS suited to the whole area (e.g. an equidistant one) and buffer that",
-            )
-        ctx.parameters["x-mapsmith:distance_in_analysis_units"] = distance
-    else:
-        unit = linear_unit_metres(source)
-        units = distance / unit
-        out = gdf.copy()
-        out = out.set_geometry(gdf.geometry.buffer(units, quad_segs=segments))
-        ctx.crs_decisions.update(
-            {
-                "analysis_crs": crs_label(source),
-                "reason": f"{crs_label(source)} is projected with a scale within {MAX_SCALE_DISTORTION:.0%} of "
-                f"true at the data; {distance} m = {units:.6f} of its units ({unit} m each)",
-                "source_crs": crs_label(source),
-                "target_crs": None,
-            }
-        )
-        ctx.parameters["x-mapsmith:distance_in_analysis_units"] = units
-    _write(ctx, out)
+    gdf = read_input(ctx)
+    metric = to_metric(ctx, gdf, "buffered")
+    units = metric.units(distance)
+    work = metric.frame.set_geometry(metric.frame.geometry.buffer(units, quad_segs=segments))
+    ctx.parameters["x-mapsmith:distance_in_analysis_units"] = units
+    write_output(ctx, metric.back(ctx, work))
 
 
 # -- clip_layer -------------------------------------------------------------------------------
@@ -243,27 +130,19 @@ def buffer_layer(ctx: RunContext) -> None:
 def clip_layer(ctx: RunContext) -> None:
     import shapely
 
-    _set_engine(ctx)
-    gdf = _read(ctx)
-    mask = _read(ctx, "mask_path")
-    info, mask_info = ctx.inputs["input_path"], ctx.inputs["mask_path"]
-    if not mask.crs.equals(gdf.crs, ignore_axis_order=True):
-        transformer, record = choose_transformer(mask.crs, gdf.crs, mask_info.bounds_lonlat)
-        mask = _transform(mask, transformer, gdf.crs)
-        ctx.crs_decisions.update(
-            {
-                "analysis_crs": crs_label(gdf.crs),
-                "reason": f"the mask ({mask_info.crs_label}) was transformed to the input's CRS so "
-                "the input's coordinates are written unchanged",
-                "source_crs": mask_info.crs_label,
-                "target_crs": crs_label(gdf.crs),
-                "transformation": record,
-            }
-        )
-    else:
-        ctx.crs_decisions.update(
-            {"analysis_crs": crs_label(gdf.crs), "reason": "input and mask share this CRS; nothing transformed"}
-        )
+    set_engine(ctx)
+    gdf = read_input(ctx)
+    mask = read_input(ctx, "mask_path")
+    info = ctx.inputs["input_path"]
+    mask = align_to(ctx, mask, gdf.crs, "mask_path")
+    aligned = "mask_path" in ctx.crs_decisions.get("x-mapsmith:alignment", {})
+    ctx.crs_decisions.update(
+        {
+            "analysis_crs": crs_label(gdf.crs),
+            "reason": "clipped in input_path's CRS, so the input's coordinates are written unchanged"
+            + ("; the mask was transformed to it (see x-mapsmith:alignment)" if aligned else ""),
+        }
+    )
     region = shapely.union_all(mask.geometry.values)
     geoms = gdf.geometry.values
     hits = shapely.intersects(geoms, region)
@@ -290,7 +169,7 @@ def clip_layer(ctx: RunContext) -> None:
         )
     ctx.parameters["x-mapsmith:features_outside_mask"] = outside
     ctx.parameters["x-mapsmith:lower_dimension_fragments_dropped"] = dropped_parts
-    _write(ctx, out)
+    write_output(ctx, out)
 
 
 # -- measure_area -----------------------------------------------------------------------------
@@ -307,7 +186,7 @@ def _geodesic_areas(gdf: gpd.GeoDataFrame) -> list[float]:
         from pyproj import Transformer
 
         geographic = crs.geodetic_crs  # same datum: no datum shift enters the measurement
-        lonlat = _transform(gdf, Transformer.from_crs(crs, geographic, always_xy=True), geographic)
+        lonlat = transform_frame(gdf, Transformer.from_crs(crs, geographic, always_xy=True), geographic)
     areas = []
     for geom in lonlat.geometry.values:
         total = 0.0
@@ -344,9 +223,9 @@ def _require_true_planar_area(gdf: gpd.GeoDataFrame, unit: float) -> None:
 
 
 def measure_area(ctx: RunContext) -> None:
-    _set_engine(ctx)
+    set_engine(ctx)
     method = ctx.arguments["method"]
-    gdf = _read(ctx)
+    gdf = read_input(ctx)
     if "area_m2" in gdf.columns:
         raise InputError(
             "the input already has a field 'area_m2'; MapSmith will not overwrite it",
@@ -405,16 +284,16 @@ def measure_area(ctx: RunContext) -> None:
         all(a >= 0 for a in areas),
         f"{len(areas)} areas, minimum {min(areas) if areas else 0:.3f} m2",
     )
-    _write(ctx, out)
+    write_output(ctx, out)
 
 
 # -- convert_format / extract_layer -----------------------------------------------------------
 
 
 def _copy(ctx: RunContext) -> None:
-    _set_engine(ctx)
-    gdf = _read(ctx)
-    _write(ctx, gdf)
+    set_engine(ctx)
+    gdf = read_input(ctx)
+    write_output(ctx, gdf)
     written = io.inspect(ctx.temp_output, None)
     missing = [f for f in ctx.inputs["input_path"].fields if f not in written.fields]
     ctx.check(

@@ -1,0 +1,207 @@
+"""What every opensource operation shares: engine versions, reading and writing, CRS moves.
+
+The CRS helpers here are the only way an operation of this stack computes in metres or aligns a
+second input: each records its decision (which CRS, why, the PROJ pipeline each way) into
+``ctx.crs_decisions`` as it happens, so no operation can compute in another CRS without saying so.
+Engines are imported inside functions: importing this module must stay cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from mapsmith.crs import choose_transformer, crs_label, estimate_utm_crs, linear_unit_metres
+from mapsmith.errors import OutputError
+from mapsmith_opensource import io
+
+if TYPE_CHECKING:
+    import geopandas as gpd
+    from pyproj import CRS, Transformer
+
+    from mapsmith.runner import RunContext
+
+# A projected CRS whose scale at the data differs from 1 by more than this is not used for
+# distances (Web Mercator at 46 N stretches by 1.44): the operation computes in a UTM zone instead.
+MAX_SCALE_DISTORTION = 0.01
+WGS84_LABELS = {"EPSG:4326", "OGC:CRS84"}
+# A layer wider than this (degrees of longitude) does not fit one UTM zone without distortion.
+UTM_ZONE_SPAN_DEGREES = 6
+
+
+@cache
+def engine_versions() -> dict[str, str]:
+    import geopandas
+    import pyogrio
+    import pyproj
+    import shapely
+
+    return {
+        "geopandas": geopandas.__version__,
+        "shapely": shapely.__version__,
+        "GEOS": shapely.geos_version_string,
+        "pyproj": pyproj.__version__,
+        "PROJ": pyproj.proj_version_str,
+        "pyogrio": pyogrio.__version__,
+        "GDAL": pyogrio.__gdal_version_string__,
+    }
+
+
+def set_engine(ctx: RunContext) -> None:
+    """Record GeoPandas (and the libraries under it) as the engine of this run."""
+    versions = engine_versions()
+    ctx.set_engine("geopandas", versions["geopandas"], **{k: v for k, v in versions.items() if k != "geopandas"})
+
+
+def read_input(ctx: RunContext, key: str = "input_path") -> gpd.GeoDataFrame:
+    """The dataset of one input slot ("input_path", "join_path", "input_paths[1]" ...)."""
+    return io.read_layer(ctx.paths[key], ctx.layers.get(key))
+
+
+def write_output(ctx: RunContext, gdf: gpd.GeoDataFrame) -> None:
+    """Write the result to the run's temporary output, refusing what the format cannot hold."""
+    assert ctx.temp_output is not None
+    suffix = ctx.temp_output.suffix.lower()
+    if suffix in (".geojson", ".json"):
+        label = crs_label(gdf.crs) if gdf.crs is not None else None
+        if label not in WGS84_LABELS:
+            raise OutputError(
+                f"GeoJSON output must be in WGS 84 (RFC 7946); this result is in {label}",
+                code="GEOJSON_REQUIRES_WGS84",
+                evidence={"crs": label, "path": ctx.arguments.get("output_path")},
+                hint="reproject_layer to EPSG:4326 first, or write .gpkg / .parquet / .fgb, which keep any CRS",
+            )
+    if suffix == ".fgb" and len(gdf) > 1:
+        ctx.notes.append(
+            "FlatGeobuf's spatial index stores features in packed Hilbert R-tree order: the feature order "
+            "of the output differs from the input's (the features and their attributes do not)"
+        )
+    io.write_layer(gdf, ctx.temp_output, layer=ctx.output_path.stem if ctx.output_path else None)
+
+
+def transform_frame(gdf: gpd.GeoDataFrame, transformer: Transformer, target: CRS) -> gpd.GeoDataFrame:
+    """Apply one chosen transformer to every coordinate (the one the record names)."""
+    import numpy as np
+    import shapely
+
+    def fn(coords: Any) -> Any:
+        x, y = transformer.transform(coords[:, 0], coords[:, 1])
+        return np.column_stack([x, y])
+
+    out = gdf.copy()
+    return out.set_geometry(shapely.transform(gdf.geometry.values, fn), crs=target)
+
+
+def scale_distortion(crs: CRS, lonlat: tuple[float, ...] | None) -> float | None:
+    """How far the projection's scale at the data's centre is from 1 (0.0 = true distances)."""
+    if lonlat is None:
+        return None
+    from pyproj import Proj
+
+    lon, lat = (lonlat[0] + lonlat[2]) / 2, (lonlat[1] + lonlat[3]) / 2
+    factors = Proj(crs).get_factors(lon, lat)
+    return max(abs(factors.meridional_scale - 1), abs(factors.parallel_scale - 1))
+
+
+@dataclass
+class MetricFrame:
+    """A layer placed where distances are metres (or a known number of metres per unit)."""
+
+    frame: gpd.GeoDataFrame
+    crs: CRS
+    metres_per_unit: float
+    source: CRS
+    aoi: tuple[float, float, float, float] | None
+    transformed: bool
+    leg_out: dict[str, Any] | None
+
+    def units(self, metres: float) -> float:
+        """A distance in metres expressed in this frame's units."""
+        return metres / self.metres_per_unit
+
+    def back(self, ctx: RunContext, frame: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
+        """Return a result to the caller's CRS, measuring the return leg in its own direction."""
+        if not self.transformed:
+            return frame
+        transformer, leg_back = choose_transformer(self.crs, self.source, self.aoi)
+        out = transform_frame(frame, transformer, self.source)
+        # Written only now that the coordinates are back in the caller's CRS (spec §3.7).
+        ctx.crs_decisions["round_trip"] = {"transformation": self.leg_out, "return_transformation": leg_back}
+        return out
+
+
+def to_metric(ctx: RunContext, gdf: gpd.GeoDataFrame, purpose: str, key: str = "input_path") -> MetricFrame:
+    """``gdf`` in a CRS where a metre means a metre at the data, with the decision recorded.
+
+    The layer's own CRS when it is projected and its scale at the data is within 1 % of true;
+    otherwise (degrees, or a distorting projection such as Web Mercator) the UTM zone estimated
+    from the layer's extent. ``purpose`` completes the reason: "buffered", "simplified" ...
+    """
+    source = gdf.crs
+    info = ctx.inputs[key]
+    aoi = info.bounds_lonlat
+    distortion = None if source.is_geographic else scale_distortion(source, aoi)
+    if not source.is_geographic and (distortion is None or distortion <= MAX_SCALE_DISTORTION):
+        unit = linear_unit_metres(source)
+        ctx.crs_decisions.update(
+            {
+                "analysis_crs": crs_label(source),
+                "reason": f"{crs_label(source)} is projected with a scale within {MAX_SCALE_DISTORTION:.0%} of true "
+                f"at the data, so it was {purpose} in its own units ({unit} m each)",
+                "source_crs": crs_label(source),
+                "target_crs": None,
+            }
+        )
+        return MetricFrame(gdf, source, unit, source, aoi, False, None)
+    if aoi is None:
+        # An empty layer: there is nothing to place, and nothing to compute.
+        ctx.crs_decisions.update({"analysis_crs": crs_label(source), "reason": f"empty input: nothing was {purpose}"})
+        return MetricFrame(gdf, source, 1.0, source, aoi, False, None)
+    analysis = estimate_utm_crs(aoi)
+    transformer, leg_out = choose_transformer(source, analysis, aoi)
+    why = (
+        f"{crs_label(source)} is geographic (degrees), so metres cannot be measured in it"
+        if source.is_geographic
+        else f"{crs_label(source)} distorts distances by {distortion:.1%} at the data's centre"
+    )
+    ctx.crs_decisions.update(
+        {
+            "analysis_crs": crs_label(analysis),
+            "reason": f"{why}; {purpose} in the UTM zone estimated from the layer's extent "
+            f"({crs_label(analysis)}) and transformed back, rather than in {crs_label(source)} units",
+            "source_crs": crs_label(source),
+            "target_crs": crs_label(source),
+            "transformation": leg_out,
+        }
+    )
+    span = aoi[2] - aoi[0]
+    if span > UTM_ZONE_SPAN_DEGREES:
+        ctx.warn(
+            "WIDE_LAYER_FOR_UTM",
+            f"the layer spans {span:.1f} degrees of longitude, wider than one UTM zone; distances far from the "
+            "zone's centre are distorted",
+            "reproject to a projected CRS suited to the whole area (e.g. an equidistant one) first",
+        )
+    return MetricFrame(transform_frame(gdf, transformer, analysis), analysis, 1.0, source, aoi, True, leg_out)
+
+
+def align_to(ctx: RunContext, gdf: gpd.GeoDataFrame, target: CRS, key: str) -> gpd.GeoDataFrame:
+    """A second input moved into the main input's CRS, recorded under ``x-mapsmith:alignment``."""
+    if gdf.crs.equals(target, ignore_axis_order=True):
+        return gdf
+    transformer, record = choose_transformer(gdf.crs, target, ctx.inputs[key].bounds_lonlat)
+    ctx.crs_decisions.setdefault("x-mapsmith:alignment", {})[key] = {
+        "source_crs": crs_label(gdf.crs),
+        "target_crs": crs_label(target),
+        "reason": f"{key} was transformed to input_path's CRS so the input's coordinates are written unchanged",
+        "transformation": record,
+    }
+    if record.get("is_ballpark"):
+        ctx.warn(
+            "BALLPARK_TRANSFORMATION",
+            f"{key}: no datum transformation was available from {crs_label(gdf.crs)} to {crs_label(target)}; "
+            "PROJ treated the datums as equivalent (errors can reach 100 m or more)",
+            "install the PROJ grid named in the manifest's crs_decisions, or accept the ballpark result knowingly",
+        )
+    return transform_frame(gdf, transformer, target)
