@@ -69,6 +69,7 @@ class RunContext:
     engine_version: str = ""
     engine_components: dict[str, str] = field(default_factory=dict)
     given_paths: dict[str, str] = field(default_factory=dict)  # slot -> the path as the caller gave it
+    input_repairs: list[dict[str, Any]] = field(default_factory=list)  # disclosed fixes made while reading
     expected_output_crs: str | None = None  # WKT, for operations whose crs_effect is "transforms"
     progress: Callable[[float, str], None] | None = None
 
@@ -224,7 +225,7 @@ def run_operation(
 
     if not contract.writes_dataset:
         choice.impl.function(ctx)
-        return _result(ctx, choice.record(), None, None, [])
+        return _result(ctx, choice.record(), None, None, ctx.input_repairs)
 
     assert output is not None and temp is not None
     repairs: list[dict[str, Any]] = []
@@ -250,6 +251,7 @@ def run_operation(
             )
         ctx.parameters.setdefault("x-mapsmith:engine_seconds", round(time.perf_counter() - t0, 6))
         final_temp, repairs = _verify_and_repair(ctx, io, temp, leftovers)
+        repairs = ctx.input_repairs + repairs
         record = _record(app, ctx, choice.record(), started, final_temp, output, args[OUTPUT_ARGUMENT], repairs)
         new_output = record["output"]
         failed = [c for c in ctx.checks if not c.passed and c.critical]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mapsmith.contracts import DatasetArgument, OperationContract
-from mapsmith.errors import CRSRequired, GeometryTypeRefused
+from mapsmith.errors import CRSError, CRSRequired, GeometryTypeRefused
 from mapsmith.registry import DatasetInfo
 
 
@@ -60,6 +60,19 @@ def require_crs(info: DatasetInfo, argument: str) -> Check:
             hint="assign the CRS the data was captured in (e.g. with a .prj, or in the source GIS) and "
             "try again; MapSmith will not guess one",
         )
+    if info.crs_is_geographic and info.bounds is not None:
+        west, south, east, north = info.bounds
+        # Longitudes up to 360 occur (0..360 conventions); beyond that, or latitudes beyond the
+        # poles, the numbers cannot be degrees: most often metres under a wrong or default label.
+        if min(west, east) < -180 or max(west, east) > 360 or min(south, north) < -90 or max(south, north) > 90:
+            raise CRSError(
+                f"{argument} ({info.path}) is labelled {info.crs_label} (degrees) but its coordinates span "
+                f"x {west:g}..{east:g}, y {south:g}..{north:g}, which cannot be longitudes and latitudes",
+                code="CRS_COORDINATES_IMPOSSIBLE",
+                evidence={"argument": argument, "path": info.path, "crs": info.crs_label, "bounds": list(info.bounds)},
+                hint="the coordinates look projected (metres or feet): declare the CRS they were captured in; "
+                "MapSmith will not reinterpret them",
+            )
     return Check("input_crs_present", True, f"{argument} declares {info.crs_label}", argument=argument)
 
 

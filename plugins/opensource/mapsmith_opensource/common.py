@@ -55,8 +55,32 @@ def set_engine(ctx: RunContext) -> None:
 
 
 def read_input(ctx: RunContext, key: str = "input_path") -> gpd.GeoDataFrame:
-    """The dataset of one input slot ("input_path", "join_path", "input_paths[1]" ...)."""
-    return io.read_layer(ctx.paths[key], ctx.layers.get(key))
+    """The dataset of one input slot ("input_path", "join_path", "input_paths[1]" ...).
+
+    Fixes made while reading (a shapefile's rings re-nested) are disclosed as repairs and warnings.
+    """
+    gdf = io.read_layer(ctx.paths[key], ctx.layers.get(key))
+    renested = gdf.attrs.pop("mapsmith_ring_repairs", None)
+    if renested:
+        for fix in renested:
+            ctx.input_repairs.append(
+                {
+                    "check": "geometry_valid",
+                    "action": f"{key}: feature {fix['feature_index']}: {fix['rings_renested']} ring(s) wound like "
+                    "shells but lying inside another ring of the same feature were made holes (rings organised "
+                    "by nesting, not orientation alone)",
+                    "resolved": True,
+                    "x-mapsmith:report": fix,
+                }
+            )
+        ctx.warn(
+            "SHAPEFILE_RINGS_RENESTED",
+            f"{key}: {len(renested)} feature(s) had hole rings wound like shells; read as holes by nesting "
+            "(GDAL's orientation-only reading would have counted them as extra area)",
+            "the manifest's repairs[] lists each feature with its area before and after; fix the source "
+            "shapefile's ring orientation to silence this",
+        )
+    return gdf
 
 
 def write_output(ctx: RunContext, gdf: gpd.GeoDataFrame) -> None:
@@ -197,11 +221,26 @@ def align_to(ctx: RunContext, gdf: gpd.GeoDataFrame, target: CRS, key: str) -> g
         "reason": f"{key} was transformed to input_path's CRS so the input's coordinates are written unchanged",
         "transformation": record,
     }
+    warn_about_transformation(ctx, record, f"{key}: {crs_label(gdf.crs)} to {crs_label(target)}")
+    return transform_frame(gdf, transformer, target)
+
+
+def warn_about_transformation(ctx: RunContext, record: dict[str, Any], pair: str) -> None:
+    """Tell the agent, not only the manifest, when a datum shift was approximate or a better one is missing."""
     if record.get("is_ballpark"):
         ctx.warn(
             "BALLPARK_TRANSFORMATION",
-            f"{key}: no datum transformation was available from {crs_label(gdf.crs)} to {crs_label(target)}; "
-            "PROJ treated the datums as equivalent (errors can reach 100 m or more)",
+            f"{pair}: no datum transformation was available; PROJ treated the datums as equivalent "
+            "(errors can reach 100 m or more)",
             "install the PROJ grid named in the manifest's crs_decisions, or accept the ballpark result knowingly",
         )
-    return transform_frame(gdf, transformer, target)
+        return
+    missing = record.get("x-mapsmith:better_unavailable")
+    if missing:
+        ctx.warn(
+            "BETTER_TRANSFORMATION_MISSING",
+            f"{pair}: a more accurate transformation ({missing.get('operation')}, {missing.get('accuracy_m')} m) "
+            f"exists but needs grids not installed here ({', '.join(missing.get('missing_grids') or [])}); the "
+            f"one used is accurate to {record.get('accuracy_m')} m",
+            "install the named PROJ grid files (the proj-data package, or projsync) and run again",
+        )

@@ -55,14 +55,115 @@ def _unreadable(path: Path, exc: Exception) -> InputError:
 
 
 def read_layer(path: Path, layer: str | None = None) -> gpd.GeoDataFrame:
+    """Read one layer. A shapefile's polygon rings are organised by nesting, not orientation alone:
+    ``gdf.attrs["mapsmith_ring_repairs"]`` then lists the features whose rings were re-nested."""
     import geopandas as gpd
 
     try:
         if is_parquet(path):
             return gpd.read_parquet(path)
-        return gpd.read_file(path, layer=layer, engine="pyogrio")
+        gdf = gpd.read_file(path, layer=layer, engine="pyogrio")
     except Exception as exc:
         raise _unreadable(path, exc) from exc
+    if path.suffix.lower() == ".shp":
+        gdf = _organise_shapefile_rings(gdf)
+    return gdf
+
+
+def _organise_shapefile_rings(gdf: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
+    """Re-nest rings that GDAL, trusting orientation, read as extra shells.
+
+    A shapefile marks holes by winding (counter-clockwise) alone. A hole wound like a shell comes
+    back from GDAL as a second part of a MultiPolygon lying inside the first, which doubles the area
+    it should subtract (an easement inside a parcel inflates the parcel). Here a part lying inside
+    another part of the same feature becomes a hole of it (islands inside holes become shells again),
+    and every such feature is listed so the change is disclosed, never silent.
+    """
+    from shapely.geometry import MultiPolygon, Polygon
+
+    repaired: list[dict[str, Any]] = []
+    values = list(gdf.geometry.values)
+    for i, geom in enumerate(values):
+        if geom is None or geom.geom_type != "MultiPolygon" or len(geom.geoms) < 2:
+            continue
+        parts = list(geom.geoms)
+        outlines = [Polygon(p.exterior) for p in parts]
+        containers = [
+            [j for j, o in enumerate(outlines) if j != k and o.contains(outlines[k])] for k in range(len(parts))
+        ]
+        if not any(containers):
+            continue
+        depth = [len(c) for c in containers]
+        shells: dict[int, list[Any]] = {k: list(p.interiors) for k, p in enumerate(parts) if depth[k] % 2 == 0}
+        for k, part in enumerate(parts):
+            if depth[k] % 2 == 1:  # a hole: attach it to the innermost shell around it
+                parent = max((j for j in containers[k] if depth[j] == depth[k] - 1), key=lambda j: depth[j])
+                shells[parent].append(part.exterior)
+        rebuilt = [Polygon(parts[k].exterior, holes) for k, holes in shells.items()]
+        new = rebuilt[0] if len(rebuilt) == 1 else MultiPolygon(rebuilt)
+        repaired.append(
+            {
+                "feature_index": i,
+                "rings_renested": sum(1 for d in depth if d % 2 == 1),
+                "area_before": float(geom.area),
+                "area_after": float(new.area),
+            }
+        )
+        values[i] = new
+    if repaired:
+        gdf = gdf.set_geometry(values, crs=gdf.crs)
+        gdf.attrs["mapsmith_ring_repairs"] = repaired
+    return gdf
+
+
+def geojson_declared_crs(path: Path) -> str | None:
+    """The name in a GeoJSON file's ``crs`` member, read before GDAL does.
+
+    GDAL replaces a ``crs`` it cannot parse (``srid:32610``) with WGS 84 without a word, which reads
+    metres as degrees; MapSmith reads the member itself so it can refuse instead.
+    """
+    import re
+
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 20).decode("utf-8", errors="replace")
+    match = re.search(r'"crs"\s*:\s*\{', head)
+    if match is None:
+        return None
+    try:
+        member, _ = json.JSONDecoder().raw_decode(head, match.end() - 1)
+    except json.JSONDecodeError:
+        return None
+    name = member.get("properties", {}).get("name") if isinstance(member, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _check_geojson_crs(path: Path, gdal_crs: Any) -> None:
+    declared = geojson_declared_crs(path)
+    if declared is None:
+        return
+    from pyproj import CRS
+
+    from mapsmith.crs import parse_crs
+    from mapsmith.errors import CRSError, MapSmithError
+
+    try:
+        crs = parse_crs(declared)
+    except MapSmithError as exc:
+        raise CRSError(
+            f"{path.name} declares its CRS as {declared!r}, which is not a CRS MapSmith can read "
+            f"({exc.message}); GDAL would silently read it as WGS 84",
+            code=exc.code if exc.code == "CRS_AMBIGUOUS_SRID" else "CRS_UNREADABLE_DECLARATION",
+            evidence={"path": path.name, "declared": declared},
+            hint="fix the file's crs member (e.g. EPSG:32610, or urn:ogc:def:crs:EPSG::32610), or remove it if "
+            "the coordinates really are WGS 84 longitudes and latitudes",
+        ) from exc
+    if gdal_crs is None or not crs.equals(CRS.from_user_input(gdal_crs), ignore_axis_order=True):
+        raise CRSError(
+            f"{path.name} declares {declared!r} but GDAL read {gdal_crs!r}",
+            code="CRS_READ_MISMATCH",
+            evidence={"path": path.name, "declared": declared, "read": str(gdal_crs)},
+            hint="rewrite the file with a standard crs member, or convert it with a tool you trust first",
+        )
 
 
 def write_layer(gdf: gpd.GeoDataFrame, path: Path, layer: str | None = None) -> None:
@@ -137,6 +238,8 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
         except Exception as exc:
             raise _unreadable(path, exc) from exc
         crs_input = info.get("crs")
+        if path.suffix.lower() in (".geojson", ".json"):
+            _check_geojson_crs(path, crs_input)
         count = int(info["features"])
         types = (info.get("geometry_type"),) if info.get("geometry_type") else ()
         tb = info.get("total_bounds")

@@ -20,6 +20,7 @@ from mapsmith_opensource.common import (
     set_engine,
     to_metric,
     transform_frame,
+    warn_about_transformation,
     write_output,
 )
 from mapsmith_opensource.registration import Registration
@@ -90,22 +91,7 @@ def reproject_layer(ctx: RunContext) -> None:
             "transformation": record,
         }
     )
-    missing = record.get("x-mapsmith:better_unavailable")
-    if missing and not record.get("is_ballpark"):
-        ctx.warn(
-            "BETTER_TRANSFORMATION_MISSING",
-            f"a more accurate transformation ({missing.get('operation')}, {missing.get('accuracy_m')} m) exists "
-            f"but needs grids not installed here: {', '.join(missing.get('missing_grids') or [])}; "
-            f"used one accurate to {record.get('accuracy_m')} m",
-            "install the named PROJ grid files (projsync or the proj-data package) and run again",
-        )
-    if record.get("is_ballpark"):
-        ctx.warn(
-            "BALLPARK_TRANSFORMATION",
-            f"no datum transformation was available from {crs_label(source)} to {crs_label(target)}; "
-            "PROJ treated the datums as equivalent (errors can reach 100 m or more)",
-            "install the PROJ grid named in the manifest's crs_decisions, or accept the ballpark result knowingly",
-        )
+    warn_about_transformation(ctx, record, f"{crs_label(source)} to {crs_label(target)}")
     write_output(ctx, out)
 
 
