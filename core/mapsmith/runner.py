@@ -46,6 +46,15 @@ REFUSED_OUTPUT_FORMATS = {
 }
 
 
+@dataclass(frozen=True)
+class OutputStats:
+    """Facts about the written features taken from the engine's frame just before a lossless write."""
+
+    feature_count: int
+    invalid_count: int
+    geometry_types: tuple[str, ...]
+
+
 @dataclass
 class RunContext:
     """Everything an implementation reads and records. Implementations write ``temp_output``."""
@@ -70,6 +79,7 @@ class RunContext:
     engine_components: dict[str, str] = field(default_factory=dict)
     given_paths: dict[str, str] = field(default_factory=dict)  # slot -> the path as the caller gave it
     input_repairs: list[dict[str, Any]] = field(default_factory=list)  # disclosed fixes made while reading
+    output_stats: OutputStats | None = None  # what the writer saw in memory, for lossless formats
     expected_output_crs: str | None = None  # WKT, for operations whose crs_effect is "transforms"
     progress: Callable[[float, str], None] | None = None
 
@@ -250,9 +260,9 @@ def run_operation(
                 hint="this is a bug in the engine adapter",
             )
         ctx.parameters.setdefault("x-mapsmith:engine_seconds", round(time.perf_counter() - t0, 6))
-        final_temp, repairs = _verify_and_repair(ctx, io, temp, leftovers)
+        final_temp, repairs, out_info = _verify_and_repair(ctx, io, temp, leftovers)
         repairs = ctx.input_repairs + repairs
-        record = _record(app, ctx, choice.record(), started, final_temp, output, args[OUTPUT_ARGUMENT], repairs)
+        record = _record(app, ctx, choice.record(), started, final_temp, out_info, args[OUTPUT_ARGUMENT], repairs)
         new_output = record["output"]
         failed = [c for c in ctx.checks if not c.passed and c.critical]
         if failed:
@@ -390,15 +400,26 @@ def _check_output_path(
 
 def _verify_and_repair(
     ctx: RunContext, io: DatasetIO, temp: Path, leftovers: list[Path]
-) -> tuple[Path, list[dict[str, Any]]]:
+) -> tuple[Path, list[dict[str, Any]], DatasetInfo]:
     contract = ctx.contract
     main = ctx.inputs.get("input_path")
     expected = ctx.expected_output_crs if contract.crs_effect == "transforms" else (main.crs_wkt if main else None)
     expected_label = _label(expected)
     repairs: list[dict[str, Any]] = []
     current = temp
+    wants_validity = "geometry_valid" in contract.checks
     for round_no in range(MAX_REPAIR_ROUNDS + 1):
-        out = io.inspect(current, None, validity="geometry_valid" in contract.checks)
+        # The header is always read back from the written file (count, CRS, declared types). The
+        # validity scan is taken from the engine's own frame when the writer reported it for a
+        # lossless format (see OutputStats): re-reading a million polygons would double the run.
+        stats = ctx.output_stats if round_no == 0 else None
+        out = io.inspect(current, None, validity=wants_validity and stats is None)
+        if stats is not None:
+            out = dataclasses.replace(
+                out,
+                invalid_count=stats.invalid_count,
+                geometry_types=stats.geometry_types if stats.feature_count else out.geometry_types,
+            )
         checks = verify.output_checks(
             contract,
             out,
@@ -425,7 +446,7 @@ def _verify_and_repair(
         )
         current = repaired  # swapped in only now that the repaired file is complete
     ctx.checks.extend(checks)
-    return current, repairs
+    return current, repairs, out
 
 
 def _label(wkt: str | None) -> str | None:
@@ -481,12 +502,11 @@ def _record(
     choice: dict[str, Any],
     started: str,
     final_temp: Path,
-    output: Path,
+    out_info: DatasetInfo,
     given: str,
     repairs: list[dict[str, Any]],
 ) -> dict[str, Any]:
     record = _common(app, ctx, choice, started)
-    out_info = ctx.io.inspect(final_temp, None)
     record["output"] = {"path": posix_label(given), "sha256": dataset_digest(final_temp), "crs": out_info.crs_label}
     record["verification"] = [c.to_dict() for c in ctx.checks]
     if repairs:

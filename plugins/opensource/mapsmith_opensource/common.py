@@ -20,12 +20,25 @@ if TYPE_CHECKING:
     import geopandas as gpd
     from pyproj import CRS, Transformer
 
-    from mapsmith.runner import RunContext
+    from mapsmith.runner import OutputStats, RunContext
 
 # A projected CRS whose scale at the data differs from 1 by more than this is not used for
 # distances (Web Mercator at 46 N stretches by 1.44): the operation computes in a UTM zone instead.
 MAX_SCALE_DISTORTION = 0.01
 WGS84_LABELS = {"EPSG:4326", "OGC:CRS84"}
+# Formats that store coordinates as the same doubles the engine held, so the frame's validity is
+# the file's. GeoJSON rounds coordinates to a precision and is re-read instead.
+LOSSLESS_FORMATS = {".gpkg", ".parquet", ".geoparquet", ".fgb"}
+TYPE_NAMES = {
+    0: "Point",
+    1: "LineString",
+    2: "LinearRing",
+    3: "Polygon",
+    4: "MultiPoint",
+    5: "MultiLineString",
+    6: "MultiPolygon",
+    7: "GeometryCollection",
+}
 # A layer wider than this (degrees of longitude) does not fit one UTM zone without distortion.
 UTM_ZONE_SPAN_DEGREES = 6
 
@@ -102,6 +115,22 @@ def write_output(ctx: RunContext, gdf: gpd.GeoDataFrame) -> None:
             "of the output differs from the input's (the features and their attributes do not)"
         )
     io.write_layer(gdf, ctx.temp_output, layer=ctx.output_path.stem if ctx.output_path else None)
+    if suffix in LOSSLESS_FORMATS:
+        ctx.output_stats = frame_stats(gdf)
+
+
+def frame_stats(gdf: gpd.GeoDataFrame) -> OutputStats:
+    """Count, validity and geometry types of the frame as written (doubles stored as doubles)."""
+    import shapely
+
+    from mapsmith.runner import OutputStats
+
+    geoms = gdf.geometry.values
+    present = ~(shapely.is_missing(geoms) | shapely.is_empty(geoms))
+    invalid = int((~shapely.is_valid(geoms[present])).sum())
+    types = tuple(sorted(set(shapely.get_type_id(geoms[present]).tolist())))
+    names = tuple(TYPE_NAMES[t] for t in types)
+    return OutputStats(feature_count=len(gdf), invalid_count=invalid, geometry_types=names)
 
 
 def transform_frame(gdf: gpd.GeoDataFrame, transformer: Transformer, target: CRS) -> gpd.GeoDataFrame:

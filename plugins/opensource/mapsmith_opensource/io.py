@@ -187,11 +187,11 @@ def write_layer(gdf: gpd.GeoDataFrame, path: Path, layer: str | None = None) -> 
 def _crs_fields(crs_input: Any) -> tuple[str | None, str | None, bool | None, Any]:
     if crs_input in (None, ""):
         return None, None, None, None
-    from pyproj import CRS
+    from mapsmith.crs import crs_label, parse_crs
 
-    from mapsmith.crs import crs_label
-
-    crs = CRS.from_user_input(crs_input)
+    # parse_crs refuses an authority-less "srid:<n>" and turns an unreadable definition into a
+    # CRSError with a hint, whatever metadata (GeoParquet PROJJSON, a GDAL string) it came from.
+    crs = parse_crs(crs_input)
     return crs.to_wkt(), crs_label(crs), crs.is_geographic, crs
 
 
