@@ -92,6 +92,12 @@ VOCABULARY: dict[str, Extension] = {
         "Precondition: the input's geometry types are all among those the operation's contract accepts "
         "(otherwise the run is refused before the engine starts).",
     ),
+    "x-mapsmith:input_geometry_valid": Extension(
+        "check name",
+        "Non-critical: how many geometries of one input (named in `argument`) are invalid under OGC rules, "
+        "with the first feature indices and GEOS's reasons, and how many are empty or missing; reported, "
+        "never fixed or dropped silently.",
+    ),
     "x-mapsmith:areas_non_negative": Extension(
         "check name",
         "`measure_area`: every computed `area_m2` is zero or more.",

@@ -73,6 +73,7 @@ def read_input(ctx: RunContext, key: str = "input_path") -> gpd.GeoDataFrame:
     Fixes made while reading (a shapefile's rings re-nested) are disclosed as repairs and warnings.
     """
     gdf = io.read_layer(ctx.paths[key], ctx.layers.get(key))
+    _report_input_validity(ctx, gdf, key)
     renested = gdf.attrs.pop("mapsmith_ring_repairs", None)
     if renested:
         for fix in renested:
@@ -94,6 +95,31 @@ def read_input(ctx: RunContext, key: str = "input_path") -> gpd.GeoDataFrame:
             "shapefile's ring orientation to silence this",
         )
     return gdf
+
+
+def _report_input_validity(ctx: RunContext, gdf: gpd.GeoDataFrame, key: str) -> None:
+    """Count invalid and missing input geometries: reported, never dropped or fixed silently."""
+    import shapely
+
+    geoms = gdf.geometry.values
+    missing = shapely.is_missing(geoms) | shapely.is_empty(geoms)
+    invalid = ~missing & ~shapely.is_valid(geoms)
+    n_invalid, n_missing = int(invalid.sum()), int(missing.sum())
+    first = [int(i) for i in invalid.nonzero()[0][:5]]
+    reasons = sorted({shapely.is_valid_reason(g).split("[")[0].strip() for g in geoms[invalid][:50]})
+    detail = f"{key}: {n_invalid} of {len(gdf)} geometries invalid"
+    if n_invalid:
+        detail += f" (first feature indices {first}; {', '.join(reasons)})"
+    if n_missing:
+        detail += f"; {n_missing} empty or missing"
+    ctx.check("x-mapsmith:input_geometry_valid", n_invalid == 0, detail, critical=False, argument=key)
+    if n_invalid:
+        ctx.warn(
+            "INPUT_GEOMETRY_INVALID",
+            detail,
+            "results on invalid geometries are undefined: run repair_geometries on the input first (it reports "
+            "what it changes), then use its output",
+        )
 
 
 def write_output(ctx: RunContext, gdf: gpd.GeoDataFrame) -> None:
