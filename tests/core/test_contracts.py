@@ -56,8 +56,9 @@ def test_every_example_passes_argument_checking(name: str) -> None:
 def test_argument_names_follow_the_house_rules() -> None:
     for contract in CONTRACTS.values():
         names = [d.name for d in contract.datasets]
-        assert names[:1] in ([], ["input_path"]), contract.name  # the main input is input_path
-        assert all(n.endswith("_path") for n in names)
+        # the main input is input_path (input_paths when the operation takes a list)
+        assert names[:1] in ([], ["input_path"], ["input_paths"]), contract.name
+        assert all(n.endswith(("_path", "_paths")) for n in names)
         for p in contract.parameters:
             assert not p.name.endswith(("_m", "_km", "_ft")), f"{contract.name}.{p.name}: spell the unit out"
 

@@ -31,7 +31,8 @@ from layers import write_layer
 
 pytestmark = pytest.mark.mcp
 
-EXAMPLE_DATA = Path(__file__).resolve().parents[2] / "core" / "mapsmith" / "examples" / "data"
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_DATA = REPO / "core" / "mapsmith" / "examples" / "data"
 SERVICE_TOOLS = {"server_info", "list_operations", "run_operation", "get_provenance"}
 DEDICATED_TOOLS = {
     "describe_dataset",
@@ -218,7 +219,7 @@ def test_server_info_reports_version_licence_stacks_and_engines(transcript: Tran
     assert set(engines) == {"opensource"}  # versions are asked only of stacks that can run
     for engine in ("GDAL", "PROJ", "GEOS", "geopandas", "shapely", "pyproj", "pyogrio", "duckdb"):
         assert engines["opensource"][engine][:1].isdigit(), (engine, engines["opensource"].get(engine))
-    assert data["operations"] == len(DEDICATED_TOOLS)
+    assert data["operations"] == len(list((REPO / "contracts" / "operations").glob("*.toml")))
     assert {p["plugin"] for p in data["plugins"]} >= {"opensource"} | STACKS_MISSING_HERE
     assert info.text == data
 
@@ -292,12 +293,18 @@ def _names(reply: Reply) -> list[str]:
 
 
 def test_list_operations_filters_by_input_and_output_kind(transcript: Transcript) -> None:
-    # Every contract reads vector data; all but describe_dataset write a vector dataset.
-    everything = sorted(DEDICATED_TOOLS)
+    # The expected sets are read from the contract files themselves (tomllib, not MapSmith).
+    import tomllib
+
+    contracts = [tomllib.loads(p.read_text("utf-8")) for p in (REPO / "contracts" / "operations").glob("*.toml")]
+    everything = sorted(c["name"] for c in contracts)
+    reads_vector = sorted(c["name"] for c in contracts if any(d["kind"] == "vector" for d in c.get("datasets", [])))
+    writes_vector = sorted(c["name"] for c in contracts if c["output"]["kind"] == "dataset:vector")
+    assert set(everything) >= DEDICATED_TOOLS
     assert _names(transcript.replies["catalog"]) == everything
-    assert _names(transcript.replies["reads_vector"]) == everything
+    assert _names(transcript.replies["reads_vector"]) == reads_vector
     assert _names(transcript.replies["reads_raster"]) == []
-    assert _names(transcript.replies["writes_vector"]) == sorted(DEDICATED_TOOLS - {"describe_dataset"})
+    assert _names(transcript.replies["writes_vector"]) == writes_vector
     assert _names(transcript.replies["describes"]) == ["describe_dataset"]
     assert _names(transcript.replies["vector_to_description"]) == ["describe_dataset"]
     entry = transcript.replies["catalog"].data["operations"][everything.index("clip_layer")]

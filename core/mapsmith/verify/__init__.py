@@ -108,6 +108,11 @@ def require_geometry_types(
 def _geometry_hint(operation: str, refused: list[str]) -> str:
     if operation == "measure_area":
         return "area is defined for polygons only; measure lines with measure_length, or buffer points first"
+    if operation == "measure_length":
+        return (
+            "length is defined for lines only; a polygon's perimeter is another question (no operation measures "
+            "it yet), and points have no length"
+        )
     return "select the features of an accepted type first (or split the layer by geometry type)"
 
 

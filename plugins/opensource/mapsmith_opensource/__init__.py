@@ -57,7 +57,14 @@ def mapsmith_register_stacks(register: RegisterStack) -> None:
 
 # The modules whose REGISTRATIONS this stack registers. Each is cheap to import: engines are
 # imported inside the operation functions, never at module level (a test checks start-up imports).
-OPERATION_MODULES = ("vector_ops",)
+OPERATION_MODULES = (
+    "vector_ops",
+    "overlay_ops",
+    "join_ops",
+    "geometry_ops",
+    "select_ops",
+    "crs_ops",
+)
 
 
 @hookimpl
