@@ -50,6 +50,8 @@ def mapsmith_register_operations(register: RegisterOperation) -> None:
     ``contracts/schemas/operation.schema.json``. Several engines may implement one operation in one
     stack; ``preference`` orders them and ``eligible`` says, per run, why an engine cannot take
     this input (for instance CRS unknown or unequal), so the choice is recorded, never guessed.
+    ``validate`` checks what the contract cannot express (arguments that only work together) before
+    the engine starts, so such a refusal touches no file.
 
     :param register: the core's callback; it validates the registration and raises
         ``PluginError`` or ``ContractError`` on a bad one.

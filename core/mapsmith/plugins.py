@@ -115,6 +115,7 @@ class PluginHost:
         eligible: Callable[..., str | None] | None = None,
         requirement: Callable[[], Unavailable | None] | None = None,
         contract: Path | Mapping[str, Any] | None = None,
+        validate: Callable[..., None] | None = None,
     ) -> None:
         if stack not in self.stacks:
             raise PluginError(
@@ -151,7 +152,9 @@ class PluginHost:
             raise PluginError(
                 f"engine {engine!r} of stack {stack!r} registers {operation!r} twice", code="PLUGIN_DUPLICATE"
             )
-        impls.append(OperationImpl(operation, stack, engine, implementation, preference, eligible, requirement))
+        impls.append(
+            OperationImpl(operation, stack, engine, implementation, preference, eligible, requirement, validate)
+        )
 
     # -- queries -------------------------------------------------------------------------------
 

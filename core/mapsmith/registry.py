@@ -148,6 +148,10 @@ class OperationImpl:
     eligible: Callable[[RunContext], str | None] | None = None
     # Returns None when usable on this machine, else why not (licence tier, online only ...).
     requirement: Callable[[], Unavailable | None] | None = None
+    # Raises a MapSmithError when the arguments cannot work together (checks the contract cannot
+    # express, such as "distance_meters only with within_distance"); called before the engine
+    # starts, so a refusal leaves no failure record.
+    validate: Callable[[RunContext], None] | None = None
 
 
 class RegisterStack(Protocol):
@@ -166,4 +170,5 @@ class RegisterOperation(Protocol):
         eligible: Callable[[RunContext], str | None] | None = None,
         requirement: Callable[[], Unavailable | None] | None = None,
         contract: Path | Mapping[str, Any] | None = None,
+        validate: Callable[[RunContext], None] | None = None,
     ) -> None: ...

@@ -196,7 +196,12 @@ def run_operation(
             warnings.append(warning)
     if output is not None and output.suffix.lower() in (".geojson", ".json"):
         _require_wgs84_for_geojson(contract, args, inputs.get("input_path"))
-    names = [key for key, d, _ in slots if key in inputs and d.kind != "table"]
+    # Two datasets in different roles (input and mask, input and join ...) are compared; the members
+    # of one list (tiles to merge) are not expected to overlap, and each is aligned by the operation.
+    names: list[str] = []
+    for key, d, _ in slots:
+        if key in inputs and d.kind != "table" and all(slot_argument(n) != d.name for n in names):
+            names.append(key)
     if len(names) >= 2:
         first, second = inputs[names[0]], inputs[names[1]]
         checks.append(
@@ -233,6 +238,8 @@ def run_operation(
             "the manifest names the engine that produced the values; unset MAPSMITH_FALLBACK_STACK to refuse instead",
         )
 
+    if choice.impl.validate is not None:
+        choice.impl.validate(ctx)  # refusals here come before the engine: no file is touched
     if not contract.writes_dataset:
         choice.impl.function(ctx)
         return _result(ctx, choice.record(), None, None, ctx.input_repairs)
@@ -308,6 +315,18 @@ def _require_wgs84_for_geojson(contract: OperationContract, args: dict[str, Any]
             evidence={"crs": label, "path": args[OUTPUT_ARGUMENT]},
             hint="reproject_layer to EPSG:4326 first, or write .gpkg / .parquet / .fgb, which keep any CRS",
         )
+
+
+def slot_argument(slot: str) -> str:
+    """The argument a slot belongs to: "input_paths[2]" -> "input_paths"."""
+    return slot.split("[", 1)[0]
+
+
+def main_input(ctx: RunContext) -> DatasetInfo | None:
+    """The input an output is compared with: input_path, else the first of a list (input_paths[0])."""
+    return ctx.inputs.get("input_path") or next(
+        (info for slot, info in ctx.inputs.items() if info.kind == "vector" and slot.endswith("[0]")), None
+    )
 
 
 def _dataset_slots(contract: OperationContract, args: dict[str, Any]) -> list[tuple[str, DatasetArgument, str]]:
@@ -402,7 +421,7 @@ def _verify_and_repair(
     ctx: RunContext, io: DatasetIO, temp: Path, leftovers: list[Path]
 ) -> tuple[Path, list[dict[str, Any]], DatasetInfo]:
     contract = ctx.contract
-    main = ctx.inputs.get("input_path")
+    main = main_input(ctx)
     expected = ctx.expected_output_crs if contract.crs_effect == "transforms" else (main.crs_wkt if main else None)
     expected_label = _label(expected)
     repairs: list[dict[str, Any]] = []

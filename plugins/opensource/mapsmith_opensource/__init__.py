@@ -81,4 +81,5 @@ def mapsmith_register_operations(register: RegisterOperation) -> None:
                 engine=reg.engine,
                 preference=reg.preference,
                 eligible=getattr(module, reg.eligible) if reg.eligible else None,
+                validate=getattr(module, reg.validate) if reg.validate else None,
             )

@@ -273,7 +273,8 @@ def align_to(ctx: RunContext, gdf: gpd.GeoDataFrame, target: CRS, key: str) -> g
     ctx.crs_decisions.setdefault("x-mapsmith:alignment", {})[key] = {
         "source_crs": crs_label(gdf.crs),
         "target_crs": crs_label(target),
-        "reason": f"{key} was transformed to input_path's CRS so the input's coordinates are written unchanged",
+        "reason": f"{key} was transformed to the main input's CRS ({crs_label(target)}) so the main input's "
+        "coordinates are written unchanged",
         "transformation": record,
     }
     warn_about_transformation(ctx, record, f"{key}: {crs_label(gdf.crs)} to {crs_label(target)}")

@@ -11,3 +11,4 @@ class Registration(NamedTuple):
     engine: str = "geopandas"  # the engine named in manifests and in the engine choice
     preference: int = 0  # higher runs first when several engines are eligible
     eligible: str | None = None  # a module-level function(ctx) -> reason it cannot take the run, or None
+    validate: str | None = None  # a module-level function(ctx) raising on arguments that cannot work together
