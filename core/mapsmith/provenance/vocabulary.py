@@ -70,7 +70,8 @@ VOCABULARY: dict[str, Extension] = {
     ),
     "x-mapsmith:distance_in_analysis_units": Extension(
         "parameters key",
-        "`buffer_layer`: the distance actually applied, in units of the analysis CRS (metres in an "
+        "`buffer_layer`, `cluster_points_by_distance`, and `select_features` or `spatial_join` with "
+        "`within_distance`: the distance actually applied, in units of the analysis CRS (metres in an "
         "estimated UTM zone, else `distance_meters` divided by the projected CRS's unit in metres).",
     ),
     "x-mapsmith:features_outside_mask": Extension(
@@ -79,8 +80,9 @@ VOCABULARY: dict[str, Extension] = {
     ),
     "x-mapsmith:lower_dimension_fragments_dropped": Extension(
         "parameters key",
-        "`clip_layer`: how many points or lines left where features met the mask's edge were dropped, so "
-        "each output keeps its input geometry's dimension.",
+        "`clip_layer` and `overlay_layers`: how many points or lines (single parts) left where features met "
+        "the mask's or the other layer's edge were dropped, so each output keeps its input geometry's "
+        "dimension.",
     ),
     "x-mapsmith:output_format": Extension(
         "parameters key",
@@ -116,6 +118,107 @@ VOCABULARY: dict[str, Extension] = {
         "crs_decisions key",
         "Second inputs moved into input_path's CRS before computing, by argument: each with `source_crs`, "
         "`target_crs`, `reason` and the `transformation` (same shape as the spec's) that was applied.",
+    ),
+    "x-mapsmith:tolerance_in_analysis_units": Extension(
+        "parameters key",
+        "`simplify_layer`: the tolerance actually applied, in units of the analysis CRS (metres in an "
+        "estimated UTM zone, else `tolerance_meters` divided by the projected CRS's unit in metres).",
+    ),
+    "x-mapsmith:within_tolerance": Extension(
+        "check name",
+        "`simplify_layer`: every feature's vertex-sampled Hausdorff distance to its simplification is within "
+        "`tolerance_meters`, and no feature gained vertices (critical only with `preserve_topology`).",
+    ),
+    "x-mapsmith:points_inside_features": Extension(
+        "check name",
+        "`point_on_surface`: every output point lies strictly inside its polygon, or on its line.",
+    ),
+    "x-mapsmith:hulls_contain_features": Extension(
+        "check name",
+        "`convex_hull`: every written hull covers the features it was made from.",
+    ),
+    "x-mapsmith:lengths_non_negative": Extension(
+        "check name",
+        "`measure_length`: every computed `length_m` is finite and zero or more.",
+    ),
+    "x-mapsmith:repair_report": Extension(
+        "parameters key",
+        "`repair_geometries`: what the explicit repair changed: invalid counts before and after, counts by "
+        "GEOS reason, the features repaired and those left empty (0-based input positions) with type and "
+        "geodesic area or length before and after, and the lower-dimension parts dropped.",
+    ),
+    "x-mapsmith:features_not_emptied": Extension(
+        "check name",
+        "Non-critical, `repair_geometries`: no repaired feature was left with an empty geometry.",
+    ),
+    "x-mapsmith:study_area_covers_points": Extension(
+        "check name",
+        "Non-critical, `nearest_neighbour_index` (returned in the result; the operation writes no dataset): "
+        "the stated `area_m2` is at least the area of the points' convex hull.",
+    ),
+    "x-mapsmith:distance_method": Extension(
+        "parameters key",
+        "`nearest_join` and `spatial_join` with `within_distance`: how distances in metres were measured: "
+        "planar in the named CRS, or geodesic on the named ellipsoid with candidates found in the named UTM "
+        "zone.",
+    ),
+    "x-mapsmith:join_counts": Extension(
+        "parameters key",
+        "The join operations: how many features or rows of each input matched, stayed unmatched or were left "
+        "out, with operation-specific counts (null values, boundary points, allocated quantity, unmatched "
+        "keys).",
+    ),
+    "x-mapsmith:renamed_fields": Extension(
+        "parameters key",
+        "Fields renamed because both inputs carried the name: original name to new name (join operations), or"
+        " original name to `[input_path's, overlay_path's]` new names (`overlay_layers`); `{}` when none.",
+    ),
+    "x-mapsmith:tie_rule": Extension(
+        "parameters key",
+        "`nearest_join`: how equally near join features are decided between, and how many ties there were.",
+    ),
+    "x-mapsmith:boundary_rule": Extension(
+        "parameters key",
+        "`count_in_polygons`, `summarize_points_in_polygons`: how a point on a polygon boundary is counted.",
+    ),
+    "x-mapsmith:key_normalisation": Extension(
+        "parameters key",
+        "`join_attributes`: the key types on both sides, whether a number-to-text conversion was applied and "
+        "by which rule, or why it was not, with the values that blocked it.",
+    ),
+    "x-mapsmith:keys_matched": Extension(
+        "check name",
+        "Non-critical, `join_attributes`: every input feature found a table row; unmatched counts and keys on"
+        " both sides in the detail.",
+    ),
+    "x-mapsmith:quantity_conserved": Extension(
+        "check name",
+        "Non-critical, `apportion_by_area` with an extensive quantity: no source zone was allocated more than"
+        " its total; the total, the allocated amount and the amount outside every target in the detail.",
+    ),
+    "x-mapsmith:fields_dropped": Extension(
+        "parameters key",
+        "`dissolve_layer`: the input fields neither used as keys nor given an aggregation, which were not written.",
+    ),
+    "x-mapsmith:null_key_features": Extension(
+        "parameters key",
+        "`dissolve_layer`: how many input features had a null in a key field (grouped together with "
+        "`null_keys='group'`, never dropped).",
+    ),
+    "x-mapsmith:fields_filled_with_null": Extension(
+        "parameters key",
+        "`merge_layers`: by input (`input_paths[i]`), the merged schema's fields that input lacked, so its "
+        "features carry null there.",
+    ),
+    "x-mapsmith:fields_widened": Extension(
+        "parameters key",
+        "`merge_layers`: fields integer in some inputs and real in others, written as real (refused unless "
+        "every integer is within 2^53 in magnitude, so exactly).",
+    ),
+    "x-mapsmith:where_canonical": Extension(
+        "parameters key",
+        "`select_features`: the `where` condition as the parser read it, every group in parentheses, keywords"
+        " upper-case and field names quoted where needed, so a reader sees the precedence applied.",
     ),
     "x-mapsmith:description": Extension(
         "transformation key",
