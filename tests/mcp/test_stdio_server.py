@@ -42,6 +42,14 @@ DEDICATED_TOOLS = {
     "measure_area",
     "convert_format",
     "extract_layer",
+    "overlay_layers",
+    "dissolve_layer",
+    "spatial_join",
+    "nearest_join",
+    "merge_layers",
+    "simplify_layer",
+    "centroid_layer",
+    "select_features",
 }
 STACKS_MISSING_HERE = {"sedona", "qgis", "esri"}  # none of their engines is installed in the test venv
 
@@ -482,3 +490,17 @@ def test_worked_example_over_stdio_matches_an_independent_computation(workspace:
     (river,) = only_producer(corridor, "buffer_layer")["inputs"]
     assert river["origin"] is True
     assert river["digest"] == hashlib.sha256((EXAMPLE_DATA / "river.geojson").read_bytes()).hexdigest()
+
+
+def test_the_readme_lists_exactly_the_tools_the_server_offers(transcript: Transcript) -> None:
+    import re
+
+    readme = (REPO / "README.md").read_text("utf-8")
+    table = {m.group(1) for m in re.finditer(r"^\| `([a-z_]+)` \|", readme, flags=re.M)}
+    assert table == set(transcript.tools)
+    # and every other catalog operation is named in the paragraph after the table
+    import tomllib
+
+    names = {tomllib.loads(p.read_text("utf-8"))["name"] for p in (REPO / "contracts" / "operations").glob("*.toml")}
+    for name in names - table:
+        assert f"`{name}`" in readme, name

@@ -37,6 +37,14 @@ DEDICATED_OPERATIONS = (
     "measure_area",
     "convert_format",
     "extract_layer",
+    "overlay_layers",
+    "dissolve_layer",
+    "spatial_join",
+    "nearest_join",
+    "merge_layers",
+    "simplify_layer",
+    "centroid_layer",
+    "select_features",
 )
 
 INSTRUCTIONS = (
