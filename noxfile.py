@@ -44,4 +44,5 @@ def bench(session: nox.Session) -> None:
     """Benchmarks: measure, then write docs/benchmarks.md from the results."""
     session.install(".")
     session.run("python", "benchmarks/bench_startup.py")
+    session.run("python", "benchmarks/bench_vector.py", *session.posargs)
     session.run("python", "benchmarks/render.py")
