@@ -177,6 +177,15 @@ def _join_arguments(spec: dict[str, Any]) -> dict[str, Any]:
 def _run_mapsmith(spec: dict[str, Any], operation: str, profile: bool) -> dict[str, Any]:
     _import_engines()
     app, setup = _mapsmith_app(spec["workspace"])
+    if operation == "spatial_join":
+        # Engine setup stays outside the clock on every side: the raw DuckDB run connects and loads
+        # spatial before its clock starts, and a running MapSmith server loads it once, on its first
+        # DuckDB join. So MapSmith's DuckDB database is opened here, before the clock, too.
+        started = time.perf_counter()
+        from mapsmith_opensource.join_ops import duckdb_database
+
+        duckdb_database()
+        setup += time.perf_counter() - started
     arguments = _buffer_arguments(spec) if operation == "buffer_layer" else _join_arguments(spec)
     profiler = cProfile.Profile(time.perf_counter) if profile else None
     t0 = time.perf_counter()
@@ -467,7 +476,8 @@ def _header(name: str, command: str, load_before: float) -> dict[str, Any]:
         "date": dt.date.today().isoformat(),
         "machine": {**machine(), "load_average_1min": {"before": round(load_before, 2), "after": None}},
         "code": code_state(),
-        "process": "a fresh Python process per run; engines imported before the clock starts",
+        "process": "a fresh Python process per run; engines imported (and, for joins, DuckDB connected with "
+        "spatial loaded) before the clock starts on every side: a running server pays that once",
     }
 
 

@@ -10,6 +10,7 @@ before the service is built (the registrations are read when the service starts)
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -30,40 +31,40 @@ def grid_point(x: float, y: float) -> Point:
     return Point(X0 + x, Y0 + y)
 
 
-def prefer_duckdb(monkeypatch: pytest.MonkeyPatch, min_rows: int) -> None:
-    """Make DuckDB the first engine tried for spatial_join in services built after this call."""
+def engine_apps(make_app, monkeypatch: pytest.MonkeyPatch) -> dict:  # type: ignore[no-untyped-def]
+    """A service per spatial_join engine: GeoPandas alone, and DuckDB (preferred) with no row threshold.
+
+    The registrations are read when a service is built, so each service keeps the ones it was built with;
+    the threshold is read at each run, and only the DuckDB service has a DuckDB engine to apply it to.
+    """
     from mapsmith_opensource import join_ops
 
-    monkeypatch.setattr(join_ops, "DUCKDB_MIN_ROWS", min_rows)
-    monkeypatch.setattr(
-        join_ops,
-        "REGISTRATIONS",
-        tuple(
-            r._replace(preference=join_ops.GEOPANDAS_PREFERENCE + 1) if r.engine == "duckdb" else r
-            for r in join_ops.REGISTRATIONS
-        ),
-    )
+    registrations = join_ops.REGISTRATIONS
+    monkeypatch.setattr(join_ops, "REGISTRATIONS", tuple(r for r in registrations if r.engine != "duckdb"))
+    geopandas = make_app()
+    monkeypatch.setattr(join_ops, "REGISTRATIONS", registrations)
+    monkeypatch.setattr(join_ops, "DUCKDB_MIN_ROWS", 0)
+    return {"geopandas": geopandas, "duckdb": make_app()}
 
 
 @pytest.fixture(params=["geopandas", "duckdb"])
 def engine_app(request, make_app, monkeypatch):  # type: ignore[no-untyped-def]
-    if request.param == "duckdb":
-        prefer_duckdb(monkeypatch, min_rows=0)
-    return request.param, make_app()
+    """(engine, service): the DuckDB engine reads GeoParquet only, so these tests write .parquet."""
+    return request.param, engine_apps(make_app, monkeypatch)[request.param]
 
 
-def zones_and_points(workspace: Path) -> None:
+def zones_and_points(workspace: Path, ext: str = ".gpkg") -> None:
     # Z1 = 0..100 x 0..100, Z2 = 100..200 x 0..100 (they share the edge x = 100), Z3 far away.
     # P1 (50,50) inside Z1; P2 (100,50) on the shared edge; P3 (150,50) inside Z2; P4 (300,300) in none.
     write_layer(
-        workspace / "zones.gpkg",
+        workspace / f"zones{ext}",
         [grid_box(0, 0, 100, 100), grid_box(100, 0, 200, 100), grid_box(500, 500, 600, 600)],
         UTM,
         zid=["Z1", "Z2", "Z3"],
         name=["north", "south", "far"],
     )
     write_layer(
-        workspace / "points.gpkg",
+        workspace / f"points{ext}",
         [grid_point(50, 50), grid_point(100, 50), grid_point(150, 50), grid_point(300, 300)],
         UTM,
         pid=["P1", "P2", "P3", "P4"],
@@ -74,6 +75,10 @@ def zones_and_points(workspace: Path) -> None:
 def pairs(path: Path, left: str, right: str) -> list[tuple]:
     out = read(path)
     return sorted((a, None if b != b or b is None else b) for a, b in zip(out[left], out[right], strict=True))
+
+
+def passed_over(path: Path) -> list[dict]:
+    return manifest(path)["x-mapsmith:engine_choice"].get("passed_over", [])
 
 
 # -- spatial_join -----------------------------------------------------------------------------
@@ -91,21 +96,21 @@ def test_spatial_join_intersects_one_row_per_pair_on_both_engines(
     engine_app, workspace: Path, how: str, expected: list, dropped: int
 ) -> None:
     engine, app = engine_app
-    zones_and_points(workspace)
+    zones_and_points(workspace, ".parquet")
     result = app.run(
         "spatial_join",
-        {"input_path": "points.gpkg", "join_path": "zones.gpkg", "how": how, "output_path": "j.gpkg"},
+        {"input_path": "points.parquet", "join_path": "zones.parquet", "how": how, "output_path": "j.parquet"},
     )
     assert result.engine["name"] == engine
-    assert pairs(workspace / "j.gpkg", "pid", "zid") == expected
+    assert pairs(workspace / "j.parquet", "pid", "zid") == expected
     # both layers have 'name': the join's is renamed and the renaming listed
-    out = read(workspace / "j.gpkg")
-    assert {"name", "name_join"} <= set(out.columns)
+    out = read(workspace / "j.parquet")
+    assert list(out.columns) == ["pid", "name", "geometry", "zid", "name_join"]
     assert result.answer["renamed_fields"] == {"name": "name_join"}
     assert result.answer["input_features_dropped"] == dropped
     assert result.answer["matched_pairs"] == 4
     assert result.answer["join_features_unmatched"] == 1  # Z3
-    record = manifest(workspace / "j.gpkg")
+    record = manifest(workspace / "j.parquet")
     assert record["x-mapsmith:engine_choice"]["engine"] == engine
     assert record["parameters"]["x-mapsmith:join_counts"]["input_features_unmatched"] == 1
     assert next(c for c in record["verification"] if c["name"] == "feature_count_exact")["passed"]
@@ -125,109 +130,348 @@ PREDICATE_CASES = {
 }
 
 
+def zones_and_features(workspace: Path, **zone_fields: list) -> None:
+    write_layer(
+        workspace / "zones.parquet",
+        [grid_box(0, 0, 100, 100), grid_box(100, 0, 200, 100), *zone_fields.pop("extra", [])],
+        UTM,
+        **zone_fields,
+    )
+
+
+def features(workspace: Path, **fields: list) -> None:
+    write_layer(
+        workspace / "features.parquet",
+        [
+            LineString([(X0 + 50, Y0 + 50), (X0 + 150, Y0 + 50)]),
+            LineString([(X0, Y0 - 10), (X0, Y0 + 110)]),
+            grid_box(50, 50, 150, 150),
+            grid_box(10, 10, 20, 20),
+        ],
+        UTM,
+        fid_name=["L1", "L2", "Q1", "Q2"],
+        **fields,
+    )
+
+
 @pytest.mark.parametrize("predicate", sorted(PREDICATE_CASES))
 def test_every_predicate_gives_the_hand_worked_pairs_on_both_engines(engine_app, workspace: Path, predicate) -> None:
     engine, app = engine_app
-    write_layer(workspace / "zones.gpkg", [grid_box(0, 0, 100, 100), grid_box(100, 0, 200, 100)], UTM, zid=["Z1", "Z2"])
-    features = [
-        LineString([(X0 + 50, Y0 + 50), (X0 + 150, Y0 + 50)]),
-        LineString([(X0, Y0 - 10), (X0, Y0 + 110)]),
-        grid_box(50, 50, 150, 150),
-        grid_box(10, 10, 20, 20),
-    ]
-    write_layer(workspace / "features.gpkg", features, UTM, fid_name=["L1", "L2", "Q1", "Q2"])
+    zones_and_features(workspace, zid=["Z1", "Z2"])
+    features(workspace)
     result = app.run(
         "spatial_join",
         {
-            "input_path": "zones.gpkg",
-            "join_path": "features.gpkg",
+            "input_path": "zones.parquet",
+            "join_path": "features.parquet",
             "predicate": predicate,
             "how": "inner",
-            "output_path": "j.gpkg",
+            "output_path": "j.parquet",
         },
     )
     assert result.engine["name"] == engine
-    assert pairs(workspace / "j.gpkg", "zid", "fid_name") == PREDICATE_CASES[predicate]
+    assert pairs(workspace / "j.parquet", "zid", "fid_name") == PREDICATE_CASES[predicate]
 
 
-def test_within_distance_in_degrees_is_decided_on_the_ellipsoid_on_both_engines(engine_app, workspace: Path) -> None:
+def test_within_distance_in_utm_is_planar_in_metres_on_both_engines(engine_app, workspace: Path) -> None:
+    # P5 (230,50) is 30 m east of Z2 (x = 200) and 130 m from Z1; P4 (300,300) is 223.6 m from Z2's
+    # corner (200,100). Within 60 m: P5-Z2 only. EPSG:32610 is true to scale here (k = 0.9997), so
+    # both engines measure in its metres: 60 m is 60 units.
+    engine, app = engine_app
+    zones_and_points(workspace, ".parquet")
+    write_layer(workspace / "p.parquet", [grid_point(230, 50), grid_point(300, 300)], UTM, pid=["P5", "P4"])
+    result = app.run(
+        "spatial_join",
+        {
+            "input_path": "p.parquet",
+            "join_path": "zones.parquet",
+            "predicate": "within_distance",
+            "distance_meters": 60,
+            "how": "inner",
+            "output_path": "j.parquet",
+        },
+    )
+    assert result.engine["name"] == engine
+    assert pairs(workspace / "j.parquet", "pid", "zid") == [("P5", "Z2")]
+    assert result.answer["input_features_dropped"] == 1
+    parameters = manifest(workspace / "j.parquet")["parameters"]
+    assert parameters["x-mapsmith:distance_method"] == "planar in EPSG:32610 (1.0 m per unit)"
+    assert parameters["x-mapsmith:distance_in_analysis_units"] == 60.0
+    assert result.crs_decisions["analysis_crs"] == "EPSG:32610" and result.crs_decisions["target_crs"] is None
+
+
+def test_within_distance_in_degrees_is_decided_on_the_ellipsoid_by_geopandas(
+    make_app, workspace: Path, monkeypatch
+) -> None:
     # From O (122 W, 46 N) two points due east, placed with pyproj.Geod.fwd at 99 m and 101 m on the
     # WGS 84 ellipsoid. Within 100 m: only the 99 m one. The 101 m one lies inside the widened UTM
     # search (101 m x 0.9997 scale < 101 m), so it is a candidate removed by the geodesic measure.
+    # DuckDB, preferred and with no row threshold, measures planar only: it passes the run on.
     from pyproj import Geod
 
-    engine, app = engine_app
+    app = engine_apps(make_app, monkeypatch)["duckdb"]
     geod = Geod(ellps="WGS84")
     near = geod.fwd(-122.0, 46.0, 90, 99.0)
     far = geod.fwd(-122.0, 46.0, 90, 101.0)
-    write_layer(workspace / "o.gpkg", [Point(-122.0, 46.0)], "EPSG:4326", oid=["O"])
-    write_layer(workspace / "t.gpkg", [Point(near[0], near[1]), Point(far[0], far[1])], "EPSG:4326", tid=["99", "101"])
+    write_layer(workspace / "o.parquet", [Point(-122.0, 46.0)], "EPSG:4326", oid=["O"])
+    write_layer(
+        workspace / "t.parquet", [Point(near[0], near[1]), Point(far[0], far[1])], "EPSG:4326", tid=["99", "101"]
+    )
     result = app.run(
         "spatial_join",
         {
-            "input_path": "o.gpkg",
-            "join_path": "t.gpkg",
+            "input_path": "o.parquet",
+            "join_path": "t.parquet",
             "predicate": "within_distance",
             "distance_meters": 100,
-            "output_path": "j.gpkg",
+            "output_path": "j.parquet",
         },
     )
-    assert result.engine["name"] == engine
-    assert pairs(workspace / "j.gpkg", "oid", "tid") == [("O", "99")]
+    assert result.engine["name"] == "geopandas"
+    (passed,) = passed_over(workspace / "j.parquet")
+    assert passed["engine"] == "duckdb"
+    assert passed["reason"].startswith("within_distance in EPSG:4326, which is geographic (degrees)")
+    assert pairs(workspace / "j.parquet", "oid", "tid") == [("O", "99")]
     assert result.answer["candidate_pairs_beyond_distance"] == 1
-    record = manifest(workspace / "j.gpkg")
+    record = manifest(workspace / "j.parquet")
     assert record["parameters"]["x-mapsmith:distance_method"].startswith("geodesic on the WGS 84 ellipsoid")
     assert record["crs_decisions"]["analysis_crs"] == "EPSG:32610"
     assert "output keeps input_path's own coordinates" in record["crs_decisions"]["reason"]
 
 
-def test_within_distance_in_utm_is_planar_in_metres(app, workspace: Path) -> None:
-    # P5 (230,50) is 30 m east of Z2 (x = 200) and 130 m from Z1; P4 (300,300) is 223.6 m from Z2's
-    # corner (200,100). Within 60 m: P5-Z2 only.
-    zones_and_points(workspace)
-    write_layer(workspace / "p.gpkg", [grid_point(230, 50), grid_point(300, 300)], UTM, pid=["P5", "P4"])
-    result = app.run(
-        "spatial_join",
-        {
-            "input_path": "p.gpkg",
-            "join_path": "zones.gpkg",
-            "predicate": "within_distance",
-            "distance_meters": 60,
-            "how": "inner",
-            "output_path": "j.gpkg",
-        },
+def typed_comparison_layers(workspace: Path) -> None:
+    # input_path: Z1, Z2 (the zones above), a point K at (50,50) and N without a geometry (it matches
+    # nothing, is kept by how=left, and is counted as missing), with fields of three types;
+    # join_path: L1, L2, Q1, Q2 above with a 32-bit integer, a 32-bit float with a gap, a boolean,
+    # text with a gap, a timestamp, and two names that clash: 'name' (input_path has one) must become
+    # 'name_join2', because 'name_join' is taken by join_path's own field, which keeps its name.
+    import datetime as dt
+
+    import numpy as np
+    import pandas as pd
+
+    zones_and_features(
+        workspace,
+        extra=[grid_point(50, 50), None],
+        zid=["Z1", "Z2", "K", "N"],
+        name=["west", "east", "pin", "nowhere"],
+        size=np.array([1, 2, 3, 4], dtype="int32"),
     )
-    assert pairs(workspace / "j.gpkg", "pid", "zid") == [("P5", "Z2")]
-    assert result.answer["input_features_dropped"] == 1
-    assert manifest(workspace / "j.gpkg")["parameters"]["x-mapsmith:distance_method"].startswith("planar in EPSG:32610")
+    features(
+        workspace,
+        name=["line", "edge", None, "small"],
+        name_join=["a", "b", "c", "d"],
+        code=np.array([10, 20, 30, 40], dtype="int32"),
+        share=np.array([0.5, np.nan, 0.25, 1.0], dtype="float32"),
+        flag=[True, False, True, False],
+        seen=pd.to_datetime(["2024-01-01", "2024-02-01", "2024-03-01", "2024-04-01"]),
+        day=[dt.date(2024, 1, d) for d in (1, 2, 3, 4)],
+    )
 
 
-def test_geopandas_is_chosen_by_default_and_duckdb_is_passed_over_with_its_reason(
-    make_app, workspace: Path, monkeypatch
+@pytest.mark.parametrize("how", ["left", "inner"])
+@pytest.mark.parametrize("predicate", [*sorted(PREDICATE_CASES), "within_distance"])
+def test_both_engines_write_the_same_rows_and_record_the_same_run(
+    make_app, workspace: Path, monkeypatch, predicate: str, how: str
 ) -> None:
+    # Every predicate the DuckDB engine accepts, on the layers above: the same columns in the same
+    # order and of the same types, the same rows in the same order (input row, then join row; the
+    # geometry WKB byte for byte), the same answer, and the same manifest apart from the engine. The
+    # inner joins of mixed input (polygons and a point) write only the matched features' types.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    apps = engine_apps(make_app, monkeypatch)
+    typed_comparison_layers(workspace)
+    args = {"input_path": "zones.parquet", "join_path": "features.parquet", "predicate": predicate, "how": how}
+    if predicate == "within_distance":
+        args["distance_meters"] = 5.0  # K (50,50) is on L1; Q2 is 30 m from K, Z1 holds it
+    results = {
+        engine: app.run("spatial_join", {**args, "output_path": f"{engine}.parquet"}) for engine, app in apps.items()
+    }
+    assert {engine: r.engine["name"] for engine, r in results.items()} == {"geopandas": "geopandas", "duckdb": "duckdb"}
+    tables = {engine: pq.read_table(workspace / f"{engine}.parquet") for engine in apps}
+    assert tables["duckdb"].column_names == tables["geopandas"].column_names
+    assert tables["duckdb"].column_names == [
+        "zid", "name", "size", "geometry", "fid_name", "name_join2", "name_join", "code", "share", "flag", "seen",
+        "day",
+    ]  # fmt: skip
+    # pandas' text reads back as Arrow large_string, DuckDB's as string: the same UTF-8 in Parquet. A
+    # date column that no row fills (nothing matched) is written by GeoPandas as Arrow's null type
+    # (pandas holds dates as objects, so the type is guessed from the values); DuckDB keeps date32.
+    types = {e: [pa.string() if t == pa.large_string() else t for t in tables[e].schema.types] for e in apps}
+    empty_dates = [
+        n for n, t in zip(tables["geopandas"].column_names, types["geopandas"], strict=True) if t == pa.null()
+    ]
+    assert empty_dates == ([] if tables["geopandas"].column("day").null_count < len(tables["geopandas"]) else ["day"])
+    for name in empty_dates:
+        types["geopandas"][tables["geopandas"].column_names.index(name)] = pa.date32()
+    assert types["duckdb"] == types["geopandas"]
+    assert tables["duckdb"].to_pylist() == tables["geopandas"].to_pylist()
+    assert results["duckdb"].answer == results["geopandas"].answer
+    assert results["duckdb"].answer["renamed_fields"] == {"name": "name_join2"}
+    records = {engine: manifest(workspace / f"{engine}.parquet") for engine in apps}
+    for record in records.values():
+        record["parameters"].pop("x-mapsmith:engine_seconds")
+    for key in ("parameters", "crs_decisions", "notes", "verification"):
+        assert records["duckdb"].get(key) == records["geopandas"].get(key), key
+
+
+def test_duckdb_is_preferred_but_passed_over_for_geopackage_and_below_its_row_threshold(
+    make_app, workspace: Path
+) -> None:
+    from mapsmith_opensource import join_ops
+
+    # Measured faster file to file on a million points (see join_ops), DuckDB is tried first.
+    assert join_ops.DUCKDB_PREFERENCE > join_ops.GEOPANDAS_PREFERENCE
+    app = make_app()
     zones_and_points(workspace)
-    args = {"input_path": "points.gpkg", "join_path": "zones.gpkg", "output_path": "a.gpkg"}
-    # Default registrations: GeoPandas is preferred (measured faster), so it runs and DuckDB is not tried.
-    result = make_app().run("spatial_join", args)
+    zones_and_points(workspace, ".parquet")
+    result = app.run("spatial_join", {"input_path": "points.gpkg", "join_path": "zones.gpkg", "output_path": "a.gpkg"})
     assert result.engine["name"] == "geopandas"
-    assert "passed_over" not in manifest(workspace / "a.gpkg")["x-mapsmith:engine_choice"]
-    # DuckDB first: 4 points and 3 zones are far below the row threshold, so it is passed over.
-    prefer_duckdb(monkeypatch, min_rows=1_000_000)
-    result = make_app().run("spatial_join", {**args, "output_path": "b.gpkg"})
+    (passed,) = passed_over(workspace / "a.gpkg")
+    assert passed == {
+        "engine": "duckdb",
+        "reason": "input_path is not GeoParquet (GPKG); the DuckDB engine joins GeoParquet files only, file to file",
+    }
+    # GeoParquet in and out, but 4 points and 3 zones are far below the row threshold.
+    result = app.run(
+        "spatial_join", {"input_path": "points.parquet", "join_path": "zones.parquet", "output_path": "b.parquet"}
+    )
     assert result.engine["name"] == "geopandas"
-    (passed,) = manifest(workspace / "b.gpkg")["x-mapsmith:engine_choice"]["passed_over"]
-    assert passed["engine"] == "duckdb" and "fewer than the 1,000,000" in passed["reason"]
-    # DuckDB first with no threshold, but the join layer is in another CRS: passed over again.
+    (passed,) = passed_over(workspace / "b.parquet")
+    assert passed["reason"].startswith(f"the larger input has 4 features, fewer than the {join_ops.DUCKDB_MIN_ROWS:,}")
+
+
+def test_duckdb_engine_says_why_it_cannot_take_a_run(make_app, workspace: Path, monkeypatch) -> None:
+    import pandas as pd
     from pyproj import Transformer
 
+    app = engine_apps(make_app, monkeypatch)["duckdb"]
+    zones_and_points(workspace, ".parquet")
+    zones_and_points(workspace, ".gpkg")
     to_ll = Transformer.from_crs(UTM, "EPSG:4326", always_xy=True)
-    write_layer(workspace / "zones_ll.gpkg", [Point(*to_ll.transform(X0 + 50, Y0 + 50)).buffer(1e-4)], "EPSG:4326")
-    prefer_duckdb(monkeypatch, min_rows=0)
-    result = make_app().run("spatial_join", {**args, "join_path": "zones_ll.gpkg", "output_path": "c.gpkg"})
+    write_layer(workspace / "zones_ll.parquet", [Point(*to_ll.transform(X0 + 50, Y0 + 50)).buffer(1e-4)], "EPSG:4326")
+    write_layer(
+        workspace / "kinds.parquet",
+        [grid_box(0, 0, 100, 100)],
+        UTM,
+        kind=pd.Categorical(["flood"]),  # a categorical is written back by DuckDB as plain text
+    )
+    base = {"input_path": "points.parquet", "join_path": "zones.parquet"}
+    cases = {
+        "a.parquet": (
+            {"join_path": "zones.gpkg"},
+            "join_path is not GeoParquet (GPKG); the DuckDB engine joins GeoParquet",
+        ),
+        "b.gpkg": ({}, "output_path ends in .gpkg; the DuckDB engine writes GeoParquet (.parquet) only"),
+        "c.parquet": (
+            {"join_path": "zones_ll.parquet"},
+            "input_path is in EPSG:32610 and join_path in EPSG:4326; the DuckDB engine joins only layers in one CRS",
+        ),
+        "d.parquet": (
+            {"join_path": "kinds.parquet"},
+            "join_path's field 'kind' is of type dictionary<values=string, indices=int8, ordered=0>; the DuckDB "
+            "engine carries only",
+        ),
+    }
+    for output, (change, reason) in cases.items():
+        result = app.run("spatial_join", {**base, **change, "output_path": output})
+        assert result.engine["name"] == "geopandas", output
+        (passed,) = passed_over(workspace / output)
+        assert passed["engine"] == "duckdb" and passed["reason"].startswith(reason), output
+    # GeoPandas aligned the join layer it was given in another CRS, and recorded it.
+    assert "join_path" in manifest(workspace / "c.parquet")["crs_decisions"]["x-mapsmith:alignment"]
+
+
+def test_duckdb_engine_refuses_a_projjson_whose_code_names_another_crs(make_app, workspace: Path, monkeypatch) -> None:
+    # Both layers carry a PROJJSON that says EPSG:32610 but puts the central meridian at 120 W
+    # instead of 123 W. DuckDB would read the code and write EPSG:32610's own definition: the output
+    # would claim a CRS 3 degrees away from the input's, so the DuckDB engine does not take the run.
+    import json
+
+    import pyarrow.parquet as pq
+    from pyproj import CRS
+
+    app = engine_apps(make_app, monkeypatch)["duckdb"]
+    zones_and_points(workspace, ".parquet")
+    projjson = json.loads(CRS(UTM).to_json())
+    meridian = next(p for p in projjson["conversion"]["parameters"] if p["name"] == "Longitude of natural origin")
+    meridian["value"] = -120
+    for name in ("points.parquet", "zones.parquet"):
+        table = pq.read_table(workspace / name)
+        metadata = dict(table.schema.metadata)
+        geo = json.loads(metadata[b"geo"])
+        geo["columns"]["geometry"]["crs"] = projjson
+        metadata[b"geo"] = json.dumps(geo).encode()
+        pq.write_table(table.replace_schema_metadata(metadata), workspace / name)
+    result = app.run(
+        "spatial_join", {"input_path": "points.parquet", "join_path": "zones.parquet", "output_path": "j.parquet"}
+    )
     assert result.engine["name"] == "geopandas"
-    (passed,) = manifest(workspace / "c.gpkg")["x-mapsmith:engine_choice"]["passed_over"]
-    assert "EPSG:32610" in passed["reason"] and "EPSG:4326" in passed["reason"]
-    assert "join_path" in manifest(workspace / "c.gpkg")["crs_decisions"]["x-mapsmith:alignment"]
+    (passed,) = passed_over(workspace / "j.parquet")
+    assert passed["reason"].startswith("input_path's PROJJSON CRS names EPSG:32610 but defines another CRS")
+    assert read(workspace / "j.parquet").crs.equals(CRS.from_json_dict(projjson))
+
+
+@pytest.mark.parametrize(
+    "crs",
+    [UTM, "+proj=tmerc +lat_0=0 +lon_0=-121 +k=0.9996 +x_0=500000 +y_0=0 +ellps=GRS80 +units=m +no_defs"],
+    ids=["epsg", "custom"],
+)
+def test_duckdb_output_keeps_the_input_crs_and_names_its_engine(make_app, workspace: Path, monkeypatch, crs) -> None:
+    # DuckDB writes the CRS its GEOMETRY type carries: EPSG:32610 as that code's PROJJSON, a CRS
+    # without a code as the input's own PROJJSON. Either reads back equal to input_path's.
+    import duckdb
+    from pyproj import CRS
+
+    from mapsmith_opensource import duckdb_spatial, io
+
+    app = engine_apps(make_app, monkeypatch)["duckdb"]
+    write_layer(workspace / "zones.parquet", [grid_box(0, 0, 100, 100)], crs, zid=["Z1"])
+    write_layer(workspace / "points.parquet", [grid_point(50, 50), grid_point(300, 300)], crs, pid=["P1", "P4"])
+    result = app.run(
+        "spatial_join", {"input_path": "points.parquet", "join_path": "zones.parquet", "output_path": "j.parquet"}
+    )
+    assert pairs(workspace / "j.parquet", "pid", "zid") == [("P1", "Z1"), ("P4", None)]
+    assert read(workspace / "j.parquet").crs.equals(CRS.from_user_input(crs))
+    written = io.inspect(workspace / "j.parquet")
+    assert CRS.from_wkt(written.crs_wkt).equals(CRS.from_user_input(crs))
+    record = manifest(workspace / "j.parquet")
+    assert record["output"]["crs"] == record["inputs"][0]["crs"] == written.crs_label
+    assert next(c for c in record["verification"] if c["name"] == "crs_matches")["passed"]
+    assert result.engine["name"] == record["engine"]["name"] == "duckdb"
+    assert record["engine"]["version"] == duckdb.__version__
+    assert record["engine"]["x-mapsmith:components"] == {"duckdb-spatial": duckdb_spatial.versions()["duckdb-spatial"]}
+
+
+def test_duckdb_engine_failing_after_its_copy_leaves_no_output_and_a_failure_record(
+    make_app, workspace: Path, monkeypatch
+) -> None:
+    # DuckDB writes the temporary output itself (not through io.write_layer): a failure after its COPY
+    # must still leave nothing at output_path, no temporary file, and a record naming the engine.
+    from mapsmith_opensource import join_ops
+
+    app = engine_apps(make_app, monkeypatch)["duckdb"]
+    zones_and_points(workspace, ".parquet")
+    fired = []
+
+    def fail(path: Path, source: object) -> int:
+        assert path.exists()  # the COPY wrote it
+        fired.append(path)
+        raise OSError("sabotage: disk failed after the COPY")
+
+    monkeypatch.setattr(join_ops, "_declare_geoparquet", fail)
+    with pytest.raises(Exception, match="sabotage"):
+        app.run(
+            "spatial_join", {"input_path": "points.parquet", "join_path": "zones.parquet", "output_path": "j.parquet"}
+        )
+    assert fired, "the sabotage never fired"
+    assert not (workspace / "j.parquet").exists() and not fired[0].exists()
+    (failed,) = workspace.glob("j.parquet.failed*.json")
+    record = json.loads(failed.read_text("utf-8"))
+    assert record["engine"]["name"] == "duckdb"
+    assert record["verification"][-1]["name"] == "x-mapsmith:run_completed"
 
 
 def test_distance_meters_only_with_within_distance(app, workspace: Path) -> None:
@@ -243,17 +487,32 @@ def test_distance_meters_only_with_within_distance(app, workspace: Path) -> None
     assert not list(workspace.glob("j.gpkg*"))
 
 
-def test_spatial_join_refuses_invalid_polygons_with_the_rows(app, workspace: Path) -> None:
+def test_spatial_join_refuses_invalid_polygons_with_the_rows_on_both_engines(engine_app, workspace: Path) -> None:
+    # bad.parquet: row 0 a valid 5 m square, row 1 a bow-tie (its edges cross at (5,5)). Both engines
+    # count it, name row 1 with GEOS's reason, record the same input-validity checks, and refuse.
     from shapely.geometry import Polygon
 
+    engine, app = engine_app
     bowtie = Polygon([(X0, Y0), (X0 + 10, Y0 + 10), (X0 + 10, Y0), (X0, Y0 + 10)])
-    write_layer(workspace / "bad.gpkg", [grid_box(0, 0, 5, 5), bowtie], UTM, zid=["ok", "bowtie"])
-    zones_and_points(workspace)
+    write_layer(workspace / "bad.parquet", [grid_box(0, 0, 5, 5), bowtie], UTM, zid=["ok", "bowtie"])
+    zones_and_points(workspace, ".parquet")
     with pytest.raises(InputError) as err:
-        app.run("spatial_join", {"input_path": "points.gpkg", "join_path": "bad.gpkg", "output_path": "j.gpkg"})
+        app.run(
+            "spatial_join", {"input_path": "points.parquet", "join_path": "bad.parquet", "output_path": "j.parquet"}
+        )
     assert err.value.code == "INPUT_GEOMETRY_INVALID"
     assert err.value.evidence["argument"] == "join_path" and err.value.evidence["first_rows"] == [1]
+    assert err.value.evidence["invalid_count"] == 1
+    assert err.value.evidence["reasons"] == [f"Self-intersection[{X0 + 5} {Y0 + 5}]"]
     assert "repair_geometries" in err.value.hint
+    (failed,) = workspace.glob("j.parquet.failed*.json")
+    record = json.loads(failed.read_text("utf-8"))
+    assert record["engine"]["name"] == engine
+    validity = [c for c in record["verification"] if c["name"] == "x-mapsmith:input_geometry_valid"]
+    assert [(c["argument"], c["passed"], c["detail"]) for c in validity] == [
+        ("input_path", True, "input_path: 0 of 4 geometries invalid"),
+        ("join_path", False, "join_path: 1 of 2 geometries invalid (first feature indices [1]; Self-intersection)"),
+    ]
 
 
 # -- nearest_join -----------------------------------------------------------------------------
