@@ -317,3 +317,27 @@ def warn_about_transformation(ctx: RunContext, record: dict[str, Any], pair: str
             f"one used is accurate to {record.get('accuracy_m')} m",
             "install the named PROJ grid files (the proj-data package, or projsync) and run again",
         )
+
+
+def geodesic_areas(gdf: gpd.GeoDataFrame) -> list[float]:
+    """Ellipsoidal area of each polygon, on the ellipsoid of the layer's own datum."""
+    import shapely
+
+    crs = gdf.crs
+    geod = crs.get_geod()
+    lonlat = gdf
+    if not crs.is_geographic:
+        from pyproj import Transformer
+
+        geographic = crs.geodetic_crs  # same datum: no datum shift enters the measurement
+        lonlat = transform_frame(gdf, Transformer.from_crs(crs, geographic, always_xy=True), geographic)
+    areas = []
+    for geom in lonlat.geometry.values:
+        total = 0.0
+        for poly in shapely.get_parts(geom):
+            ext = poly.exterior.coords
+            total += abs(geod.polygon_area_perimeter([c[0] for c in ext], [c[1] for c in ext])[0])
+            for ring in poly.interiors:
+                total -= abs(geod.polygon_area_perimeter([c[0] for c in ring.coords], [c[1] for c in ring.coords])[0])
+        areas.append(total)
+    return areas

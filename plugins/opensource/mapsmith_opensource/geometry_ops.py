@@ -81,7 +81,7 @@ def _geodesic_measures(gdf: gpd.GeoDataFrame) -> tuple[list[float | None], list[
     no geometry."""
     import shapely
 
-    from mapsmith_opensource.vector_ops import _geodesic_areas
+    from mapsmith_opensource.common import geodesic_areas
 
     lonlat = _geodetic(gdf)
     geod = gdf.crs.get_geod()
@@ -91,7 +91,7 @@ def _geodesic_measures(gdf: gpd.GeoDataFrame) -> tuple[list[float | None], list[
     lengths: list[float | None] = []
     areas: list[float | None] = []
     polygons = [i for i in range(len(geoms)) if dims[i] == 2 and not absent[i]]
-    polygon_areas = dict(zip(polygons, _geodesic_areas(lonlat.iloc[polygons]), strict=True)) if polygons else {}
+    polygon_areas = dict(zip(polygons, geodesic_areas(lonlat.iloc[polygons]), strict=True)) if polygons else {}
     for i, geom in enumerate(geoms):
         if absent[i] or dims[i] < 1:
             lengths.append(None)
@@ -348,7 +348,7 @@ def convex_hull(ctx: RunContext) -> None:
     import geopandas as gpd
     import shapely
 
-    from mapsmith_opensource.vector_ops import _geodesic_areas
+    from mapsmith_opensource.common import geodesic_areas
 
     set_engine(ctx)
     group_all = ctx.arguments["group_all"]
@@ -404,7 +404,7 @@ def convex_hull(ctx: RunContext) -> None:
         f"{len(members)} hulls checked to cover their features; not covering: {uncovered or 'none'}",
     )
     written = [i for i in range(len(out)) if not _absent(hull_values[i : i + 1])[0]]
-    areas = _geodesic_areas(out.iloc[written]) if written else []
+    areas = geodesic_areas(out.iloc[written]) if written else []
     ctx.answer = {
         "group_all": group_all,
         "hull_count": len(written),

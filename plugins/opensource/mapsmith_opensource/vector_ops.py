@@ -16,6 +16,7 @@ from mapsmith.errors import CRSError, InputError
 from mapsmith_opensource import io
 from mapsmith_opensource.common import (
     align_to,
+    geodesic_areas,
     read_input,
     set_engine,
     to_metric,
@@ -161,30 +162,6 @@ def clip_layer(ctx: RunContext) -> None:
 # -- measure_area -----------------------------------------------------------------------------
 
 
-def _geodesic_areas(gdf: gpd.GeoDataFrame) -> list[float]:
-    """Ellipsoidal area of each polygon, on the ellipsoid of the layer's own datum."""
-    import shapely
-
-    crs = gdf.crs
-    geod = crs.get_geod()
-    lonlat = gdf
-    if not crs.is_geographic:
-        from pyproj import Transformer
-
-        geographic = crs.geodetic_crs  # same datum: no datum shift enters the measurement
-        lonlat = transform_frame(gdf, Transformer.from_crs(crs, geographic, always_xy=True), geographic)
-    areas = []
-    for geom in lonlat.geometry.values:
-        total = 0.0
-        for poly in shapely.get_parts(geom):
-            ext = poly.exterior.coords
-            total += abs(geod.polygon_area_perimeter([c[0] for c in ext], [c[1] for c in ext])[0])
-            for ring in poly.interiors:
-                total -= abs(geod.polygon_area_perimeter([c[0] for c in ring.coords], [c[1] for c in ring.coords])[0])
-        areas.append(total)
-    return areas
-
-
 def _require_true_planar_area(gdf: gpd.GeoDataFrame, unit: float) -> None:
     """Measure, rather than trust the projection's name: a projection that is equal-area only on a
     sphere (PROJ's Mollweide on WGS 84) overstates ellipsoidal areas by about 0.5 %."""
@@ -197,7 +174,7 @@ def _require_true_planar_area(gdf: gpd.GeoDataFrame, unit: float) -> None:
     cx, cy, half = (x0 + x1) / 2, (y0 + y1) / 2, 500.0 / unit
     probe = gpd.GeoDataFrame(geometry=[box(cx - half, cy - half, cx + half, cy + half)], crs=gdf.crs)
     planar = float(probe.geometry.area.iloc[0]) * unit * unit
-    geodesic = _geodesic_areas(probe)[0]
+    geodesic = geodesic_areas(probe)[0]
     if abs(planar / geodesic - 1) > 1e-4:
         raise CRSError(
             f"planar areas in {crs_label(gdf.crs)} are not ground areas here: a 1 km square at the data's "
@@ -221,7 +198,7 @@ def measure_area(ctx: RunContext) -> None:
         )
     crs = gdf.crs
     if method == "geodesic":
-        areas = _geodesic_areas(gdf)
+        areas = geodesic_areas(gdf)
         ellipsoid = crs.ellipsoid.name if crs.ellipsoid else "unknown"
         ctx.crs_decisions.update(
             {
