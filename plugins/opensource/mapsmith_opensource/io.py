@@ -271,9 +271,12 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
             fields=fields,
         )
     if validity or not types or set(types) & GENERIC_TYPES:
+        import shapely
+
         gdf = read_layer(path, layer)
         geoms = gdf.geometry
-        present = geoms[geoms.notna() & ~geoms.is_empty]
+        # shapely.is_missing, not GeoSeries.notna, which warns on empty geometries
+        present = geoms[~(shapely.is_missing(geoms.values) | shapely.is_empty(geoms.values))]
         # An empty layer's declared 'Unknown' is not a geometry type: it holds none.
         types = (
             tuple(sorted(set(present.geom_type))) if len(present) else tuple(t for t in types if t not in GENERIC_TYPES)
