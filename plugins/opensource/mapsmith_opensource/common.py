@@ -13,7 +13,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import choose_transformer, crs_label, estimate_utm_crs, linear_unit_metres
-from mapsmith.errors import OutputError
+from mapsmith.errors import InputError, OutputError
 from mapsmith_opensource import io
 
 if TYPE_CHECKING:
@@ -97,6 +97,9 @@ def read_input(ctx: RunContext, key: str = "input_path") -> gpd.GeoDataFrame:
     return gdf
 
 
+INVALID_ROWS_SHOWN = 10
+
+
 def _report_input_validity(ctx: RunContext, gdf: gpd.GeoDataFrame, key: str) -> None:
     """Count invalid and missing input geometries: reported, never dropped or fixed silently."""
     import shapely
@@ -104,22 +107,73 @@ def _report_input_validity(ctx: RunContext, gdf: gpd.GeoDataFrame, key: str) -> 
     geoms = gdf.geometry.values
     missing = shapely.is_missing(geoms) | shapely.is_empty(geoms)
     invalid = ~missing & ~shapely.is_valid(geoms)
-    n_invalid, n_missing = int(invalid.sum()), int(missing.sum())
-    first = [int(i) for i in invalid.nonzero()[0][:5]]
-    reasons = sorted({shapely.is_valid_reason(g).split("[")[0].strip() for g in geoms[invalid][:50]})
-    detail = f"{key}: {n_invalid} of {len(gdf)} geometries invalid"
-    if n_invalid:
-        detail += f" (first feature indices {first}; {', '.join(reasons)})"
-    if n_missing:
-        detail += f"; {n_missing} empty or missing"
-    ctx.check("x-mapsmith:input_geometry_valid", n_invalid == 0, detail, critical=False, argument=key)
-    if n_invalid:
+    rows = [int(i) for i in invalid.nonzero()[0][:50]]
+    record_input_validity(
+        ctx,
+        key,
+        rows=len(gdf),
+        invalid_count=int(invalid.sum()),
+        missing_count=int(missing.sum()),
+        invalid=[(i, str(shapely.is_valid_reason(geoms[i]))) for i in rows],
+    )
+
+
+def record_input_validity(
+    ctx: RunContext, key: str, *, rows: int, invalid_count: int, missing_count: int, invalid: list[tuple[int, str]]
+) -> None:
+    """The ``x-mapsmith:input_geometry_valid`` check (and warning) for one input, whichever engine counted.
+
+    ``invalid`` holds (feature index, GEOS reason) for the first invalid features found.
+    """
+    detail = f"{key}: {invalid_count} of {rows} geometries invalid"
+    if invalid_count:
+        reasons = sorted({reason.split("[")[0].strip() for _, reason in invalid})
+        detail += f" (first feature indices {[n for n, _ in invalid[:5]]}; {', '.join(reasons)})"
+    if missing_count:
+        detail += f"; {missing_count} empty or missing"
+    ctx.check("x-mapsmith:input_geometry_valid", invalid_count == 0, detail, critical=False, argument=key)
+    if invalid_count:
         ctx.warn(
             "INPUT_GEOMETRY_INVALID",
             detail,
             "results on invalid geometries are undefined: run repair_geometries on the input first (it reports "
             "what it changes), then use its output",
         )
+
+
+def require_valid(ctx: RunContext, gdf: gpd.GeoDataFrame, key: str, consequence: str) -> None:
+    """Refuse an input with invalid geometries where the operation's result on them is undefined.
+
+    ``consequence`` completes "<key> has N invalid geometries; ...", e.g. "an overlay of them is undefined".
+    """
+    import numpy as np
+    import shapely
+
+    geoms = gdf.geometry.values
+    bad = ~shapely.is_valid(geoms) & ~shapely.is_missing(geoms)
+    if bad.any():
+        first = np.flatnonzero(bad)[:INVALID_ROWS_SHOWN]
+        raise invalid_input_error(
+            ctx,
+            key,
+            int(bad.sum()),
+            [int(i) for i in first],
+            [str(r) for r in shapely.is_valid_reason(geoms[first])],
+            consequence,
+        )
+
+
+def invalid_input_error(
+    ctx: RunContext, key: str, count: int, first_rows: list[int], reasons: list[str], consequence: str
+) -> InputError:
+    """The refusal for invalid input geometries, with the first rows and GEOS's reasons as evidence."""
+    given = ctx.given_paths.get(key, key)
+    return InputError(
+        f"{key} ({given}) has {count} invalid geometries; {consequence}",
+        code="INPUT_GEOMETRY_INVALID",
+        evidence={"argument": key, "path": given, "invalid_count": count, "first_rows": first_rows, "reasons": reasons},
+        hint="run repair_geometries on it first (it reports what it changes), then use its output",
+    )
 
 
 def write_output(ctx: RunContext, gdf: gpd.GeoDataFrame) -> None:

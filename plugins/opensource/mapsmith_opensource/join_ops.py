@@ -26,11 +26,15 @@ from mapsmith.crs import choose_transformer, crs_label, linear_unit_metres
 from mapsmith.errors import ArgumentError, InputError
 from mapsmith_opensource import io
 from mapsmith_opensource.common import (
+    INVALID_ROWS_SHOWN,
     MAX_SCALE_DISTORTION,
     TYPE_NAMES,
     MetricFrame,
     align_to,
+    invalid_input_error,
     read_input,
+    record_input_validity,
+    require_valid,
     scale_distortion,
     set_engine,
     to_metric,
@@ -89,7 +93,7 @@ REGISTRATIONS = (
 
 MAX_ANSWER_ROWS = 200
 # How many invalid rows a refusal names (with GEOS's reason for each).
-INVALID_ROWS_SHOWN = 10
+UNDEFINED_ON_INVALID = "spatial predicates and areas computed on them are undefined"
 # How many unmatched keys of each side join_attributes names in its answer and manifest.
 UNMATCHED_KEYS_SHOWN = 20
 JOIN_SUFFIX = "_join"
@@ -173,36 +177,6 @@ def _refuse_existing(ctx: RunContext, frame: pd.DataFrame, names: list[str], dat
                 evidence={"field": taken[name.casefold()], "path": _given(ctx, dataset)},
                 hint=f"rename or drop the existing {taken[name.casefold()]!r} field first",
             )
-
-
-def _require_valid(ctx: RunContext, gdf: gpd.GeoDataFrame, key: str) -> None:
-    """Predicates and areas on invalid geometries (self-intersecting rings) are undefined: refuse."""
-    import numpy as np
-    import shapely
-
-    geoms = gdf.geometry.values
-    bad = ~shapely.is_valid(geoms) & ~shapely.is_missing(geoms)
-    if bad.any():
-        first = np.flatnonzero(bad)[:INVALID_ROWS_SHOWN]
-        raise _invalid_input(
-            ctx, key, int(bad.sum()), [int(i) for i in first], [str(r) for r in shapely.is_valid_reason(geoms[first])]
-        )
-
-
-def _invalid_input(ctx: RunContext, key: str, count: int, first_rows: list[int], reasons: list[str]) -> InputError:
-    return InputError(
-        f"{key} ({_given(ctx, key)}) has {count} invalid geometries; spatial predicates and areas computed on "
-        "them are undefined",
-        code="INPUT_GEOMETRY_INVALID",
-        evidence={
-            "argument": key,
-            "path": _given(ctx, key),
-            "invalid_count": count,
-            "first_rows": first_rows,
-            "reasons": reasons,
-        },
-        hint="run repair_geometries on it first (it reports what it changes), then use its output",
-    )
 
 
 def _numeric_field(ctx: RunContext, frame: pd.DataFrame, name: str, dataset: str) -> pd.Series:
@@ -457,8 +431,8 @@ def _prepare_spatial_join(ctx: RunContext) -> _SpatialJoin:
     distance = ctx.arguments.get("distance_meters")
     left = read_input(ctx)
     join = read_input(ctx, "join_path")
-    _require_valid(ctx, left, "input_path")
-    _require_valid(ctx, join, "join_path")
+    require_valid(ctx, left, "input_path", UNDEFINED_ON_INVALID)
+    require_valid(ctx, join, "join_path", UNDEFINED_ON_INVALID)
     join = align_to(ctx, join, left.crs, "join_path")
     if predicate != "within_distance":
         _record_topological(ctx, left.crs, "join_path", f"the predicate '{predicate}' was evaluated")
@@ -813,24 +787,6 @@ def _first_invalid(con: Any, layer: _GeoParquet) -> list[tuple[int, str]]:
     return [(int(n), str(shapely.is_valid_reason(shapely.from_wkb(bytes(wkb))))) for n, wkb in found]
 
 
-def _record_input_validity(ctx: RunContext, key: str, scan: _Scan, invalid: list[tuple[int, str]]) -> None:
-    """The x-mapsmith:input_geometry_valid check and warning common.read_input records, in its words."""
-    detail = f"{key}: {scan.invalid} of {scan.rows} geometries invalid"
-    if scan.invalid:
-        reasons = sorted({reason.split("[")[0].strip() for _, reason in invalid})
-        detail += f" (first feature indices {[n for n, _ in invalid[:5]]}; {', '.join(reasons)})"
-    if scan.missing:
-        detail += f"; {scan.missing} empty or missing"
-    ctx.check("x-mapsmith:input_geometry_valid", scan.invalid == 0, detail, critical=False, argument=key)
-    if scan.invalid:
-        ctx.warn(
-            "INPUT_GEOMETRY_INVALID",
-            detail,
-            "results on invalid geometries are undefined: run repair_geometries on the input first (it reports "
-            "what it changes), then use its output",
-        )
-
-
 def _declare_geoparquet(path: Path, source: _GeoParquet) -> int:
     """The rows DuckDB wrote to ``path``, after adding the GeoParquet metadata it leaves out when no
     row has a geometry (an empty join): the geometry column, WKB, no types, and the source's CRS."""
@@ -932,11 +888,15 @@ def spatial_join_duckdb(ctx: RunContext) -> None:
                 failure = exc
             inspected = scanning.result()
         for key, (scan, invalid) in inspected.items():
-            _record_input_validity(ctx, key, scan, invalid)
+            record_input_validity(
+                ctx, key, rows=scan.rows, invalid_count=scan.invalid, missing_count=scan.missing, invalid=invalid
+            )
         for key, (scan, invalid) in inspected.items():
             if scan.invalid:
                 shown = invalid[:INVALID_ROWS_SHOWN]
-                raise _invalid_input(ctx, key, scan.invalid, [n for n, _ in shown], [r for _, r in shown])
+                raise invalid_input_error(
+                    ctx, key, scan.invalid, [n for n, _ in shown], [r for _, r in shown], UNDEFINED_ON_INVALID
+                )
         if failure is not None:
             raise failure
         if predicate == "within_distance":
@@ -1095,7 +1055,7 @@ def _points_in_polygons(ctx: RunContext, new_fields: list[str], value_field: str
     if value_field is not None:
         _numeric_field(ctx, points, value_field, "points_path")
     _refuse_existing(ctx, polygons, new_fields)
-    _require_valid(ctx, polygons, "input_path")
+    require_valid(ctx, polygons, "input_path", UNDEFINED_ON_INVALID)
     points = align_to(ctx, points, polygons.crs, "points_path")
     _record_topological(ctx, polygons.crs, "points_path", "points were tested against polygons")
     tree = shapely.STRtree(points.geometry.values)
@@ -1225,8 +1185,8 @@ def apportion_by_area(ctx: RunContext) -> None:
     values = _numeric_field(ctx, sources, name, "source_path").to_numpy(dtype=float, na_value=np.nan)
     value_column, coverage_column = f"{name}_apportioned", "source_coverage"
     _refuse_existing(ctx, targets, [value_column, coverage_column])
-    _require_valid(ctx, targets, "input_path")
-    _require_valid(ctx, sources, "source_path")
+    require_valid(ctx, targets, "input_path", UNDEFINED_ON_INVALID)
+    require_valid(ctx, sources, "source_path", UNDEFINED_ON_INVALID)
     sources = align_to(ctx, sources, targets.crs, "source_path")
     crs = targets.crs
     ellipsoid = crs.ellipsoid.name if crs.ellipsoid else "unknown"

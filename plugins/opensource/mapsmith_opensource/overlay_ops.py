@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from mapsmith.crs import crs_label
 from mapsmith.errors import ArgumentError, InputError
 from mapsmith_opensource import io
-from mapsmith_opensource.common import align_to, read_input, set_engine, write_output
+from mapsmith_opensource.common import align_to, read_input, require_valid, set_engine, write_output
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
@@ -222,33 +222,6 @@ def _flat_parts(geom: Any) -> list[Any]:
     return flat
 
 
-def _require_valid(ctx: RunContext, gdf: gpd.GeoDataFrame, key: str) -> None:
-    """An overlay of invalid polygons (self-intersecting rings) is undefined: refuse, never repair silently.
-
-    GeoPandas would make them valid itself and drop whatever the repair turned into lines or
-    points; repair_geometries does the same as its own recorded step, and says what it changed.
-    """
-    import numpy as np
-    import shapely
-
-    geoms = gdf.geometry.values
-    bad = ~shapely.is_valid(geoms) & ~shapely.is_missing(geoms)
-    if bad.any():
-        first = np.flatnonzero(bad)[:10]
-        raise InputError(
-            f"{key} ({ctx.given_paths[key]}) has {int(bad.sum())} invalid geometries; an overlay of them is undefined",
-            code="INPUT_GEOMETRY_INVALID",
-            evidence={
-                "argument": key,
-                "path": ctx.given_paths[key],
-                "invalid_count": int(bad.sum()),
-                "first_rows": [int(i) for i in first],
-                "reasons": [str(r) for r in shapely.is_valid_reason(geoms[first])],
-            },
-            hint="run repair_geometries on it first (it reports what it changes), then overlay its output",
-        )
-
-
 def overlay_layers(ctx: RunContext) -> None:
     import geopandas as gpd
     import shapely
@@ -302,7 +275,9 @@ def overlay_layers(ctx: RunContext) -> None:
     without_geometry = {}
     frames = {}
     for key, frame in (("input_path", left), ("overlay_path", right)):
-        _require_valid(ctx, frame, key)
+        # GeoPandas would make invalid polygons valid itself and drop what the repair turned into lines
+        # or points; repair_geometries does that as its own recorded step and says what it changed.
+        require_valid(ctx, frame, key, "an overlay of them is undefined")
         missing = _no_geometry(frame)
         if missing.any():
             without_geometry[key] = int(missing.sum())
