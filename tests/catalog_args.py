@@ -1,7 +1,7 @@
 """Valid arguments for any catalog operation, derived from its contract, for catalogue-wide tests.
 
-Every dataset argument gets a small layer of an accepted geometry type in EPSG:32610, all of them
-overlapping; parameters come from the contract's first example; the output is ``out.gpkg``. Tests
+Every dataset argument gets a small layer of an accepted geometry type in EPSG:32610 (a raster
+argument a 40 x 30 DEM, ``sample_dem``), all of them overlapping; parameters come from the contract's first example; the output is ``out.gpkg``. Tests
 that must cover every operation (refusals, sabotage) build their calls here rather than listing
 operations by hand, so a new operation is covered the day its contract lands.
 """
@@ -29,7 +29,33 @@ SAMPLE_GEOMETRIES = {
 SAMPLE_FIELDS = {"id": [1, 2], "name": ["a", "b"], "value": [10.0, 20.0], "code": ["310101", "310102"]}
 
 
+def sample_dem(path: Path) -> None:
+    """A 40 x 30 float32 DEM, 10 m cells, EPSG:32610, covering the sample layers: a tilted plane
+    with a round hill on it (so slope, flow and sampling all have something to find), nodata -9999
+    in one corner cell."""
+    import numpy as np
+    import rasterio
+    from rasterio.transform import from_origin
+
+    rows, cols = np.mgrid[0:30, 0:40]
+    x, y = 499_900 + (cols + 0.5) * 10, 5_000_200 - (rows + 0.5) * 10
+    z = 100 + 0.05 * (x - 499_900) + 0.02 * (y - 4_999_900) + 20 * np.exp(-((x - 500_060) ** 2 + (y - 5_000_060) ** 2) / 3000)
+    z = z.astype("float32")
+    z[0, 0] = -9999
+    with rasterio.open(
+        path, "w", driver="GTiff", width=40, height=30, count=1, dtype="float32", crs="EPSG:32610",
+        transform=from_origin(499_900, 5_000_200, 10, 10), nodata=-9999,
+    ) as dst:
+        dst.write(z, 1)
+        dst.set_band_description(1, "elevation")
+
+
 def _sample(workspace: Path, stem: str, kind: str, family: str, layer: str | None) -> str:
+    if kind == "raster":
+        path = workspace / f"{stem}.tif"
+        if not path.exists():
+            sample_dem(path)
+        return path.name
     if kind == "table":
         path = workspace / f"{stem}.csv"
         if not path.exists():
@@ -60,5 +86,5 @@ def build_arguments(contract: Any, workspace: Path, override: dict[str, str] | N
         if p.name in example:
             args[p.name] = example[p.name]
     if contract.writes_dataset:
-        args["output_path"] = "out.gpkg"
+        args["output_path"] = "out.tif" if contract.output_kind == "dataset:raster" else "out.gpkg"
     return args

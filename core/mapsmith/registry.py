@@ -68,6 +68,10 @@ class DatasetInfo:
     bounds_lonlat: tuple[float, float, float, float] | None  # the same extent in WGS 84, if known
     invalid_count: int | None = None  # only when asked for: it reads every geometry
     fields: tuple[str, ...] = ()
+    # Rasters only: width, height, count, dtypes, nodata, transform (GDAL order), res, north_up,
+    # area_or_point, georeferencing (every reading and the source used) and, when asked for with
+    # ``validity``, per-band statistics. A plain mapping so the core reads it without an engine.
+    grid: Mapping[str, Any] | None = None
 
     @property
     def geometry_families(self) -> frozenset[str]:
@@ -87,6 +91,7 @@ class DatasetInfo:
             "bounds": list(self.bounds) if self.bounds else None,
             "bounds_lonlat": list(self.bounds_lonlat) if self.bounds_lonlat else None,
             "fields": list(self.fields),
+            **({"grid": dict(self.grid)} if self.grid is not None else {}),
         }
 
 

@@ -81,6 +81,11 @@ class RunContext:
     input_repairs: list[dict[str, Any]] = field(default_factory=list)  # disclosed fixes made while reading
     output_stats: OutputStats | None = None  # what the writer saw in memory, for lossless formats
     expected_output_crs: str | None = None  # WKT, for operations whose crs_effect is "transforms"
+    # Rasters: the grid the implementation meant to write (width, height, transform, nodata, and
+    # optionally value_range), compared with the file read back; see verify.raster_output_checks.
+    expected_grid: dict[str, Any] | None = None
+    # Facts about how one input was read (a georeferencing source, a sidecar): inputs[].environment.
+    input_environment: dict[str, dict[str, str]] = field(default_factory=dict)
     progress: Callable[[float, str], None] | None = None
 
     def set_engine(self, name: str, version: str, **components: str) -> None:
@@ -186,6 +191,7 @@ def run_operation(
         inputs[key] = info
         if contract.output_kind == "description" or d.kind == "table":
             continue  # a table has no CRS or geometry to require
+        _require_kind(d, info, key)
         checks.append(verify.require_crs(info, key))
         geom_check = verify.require_geometry_types(info, d, contract.name, argument=key)
         if geom_check:
@@ -267,7 +273,10 @@ def run_operation(
                 hint="this is a bug in the engine adapter",
             )
         ctx.parameters.setdefault("x-mapsmith:engine_seconds", round(time.perf_counter() - t0, 6))
-        final_temp, repairs, out_info = _verify_and_repair(ctx, io, temp, leftovers)
+        if contract.output_kind == "dataset:raster":
+            final_temp, repairs, out_info = temp, [], _verify_raster(ctx, io, temp)
+        else:
+            final_temp, repairs, out_info = _verify_and_repair(ctx, io, temp, leftovers)
         repairs = ctx.input_repairs + repairs
         record = _record(app, ctx, choice.record(), started, final_temp, out_info, args[OUTPUT_ARGUMENT], repairs)
         new_output = record["output"]
@@ -317,6 +326,20 @@ def _require_wgs84_for_geojson(contract: OperationContract, args: dict[str, Any]
         )
 
 
+def _require_kind(d: DatasetArgument, info: DatasetInfo, key: str) -> None:
+    if d.kind in ("vector", "raster") and info.kind != d.kind:
+        raise InputError(
+            f"{key} must be a {d.kind} dataset; {info.path} is a {info.kind} dataset",
+            code="DATASET_KIND_MISMATCH",
+            evidence={"argument": key, "path": info.path, "expected": d.kind, "found": info.kind},
+            hint=(
+                "pass a raster (GeoTIFF ...) here; rasterize_layer turns features into a grid"
+                if d.kind == "raster"
+                else "pass a vector layer here; raster_to_polygons turns a grid into features"
+            ),
+        )
+
+
 def slot_argument(slot: str) -> str:
     """The argument a slot belongs to: "input_paths[2]" -> "input_paths"."""
     return slot.split("[", 1)[0]
@@ -325,7 +348,7 @@ def slot_argument(slot: str) -> str:
 def main_input(ctx: RunContext) -> DatasetInfo | None:
     """The input an output is compared with: input_path, else the first of a list (input_paths[0])."""
     return ctx.inputs.get("input_path") or next(
-        (info for slot, info in ctx.inputs.items() if info.kind == "vector" and slot.endswith("[0]")), None
+        (info for slot, info in ctx.inputs.items() if info.kind != "table" and slot.endswith("[0]")), None
     )
 
 
@@ -393,6 +416,17 @@ def _check_output_path(
             evidence={"path": given, "format": suffix},
             hint="choose an output ending in " + ", ".join(contract.output_formats),
         )
+    if contract.output_kind == "dataset:raster":
+        # A sidecar left beside the output path would override the new file's georeferencing
+        # (GDAL reads .aux.xml before the GeoTIFF's own tags): never let it, never delete it silently.
+        stale = [p.name for p in _raster_sidecars(output) if p.exists()]
+        if stale:
+            raise OutputError(
+                f"{given}: {', '.join(stale)} beside it would override the new raster's georeferencing",
+                code="OUTPUT_SIDECAR_EXISTS",
+                evidence={"path": given, "sidecars": stale},
+                hint="remove the sidecar file(s) first, or write to a new output_path",
+            )
     for name, path in inputs.items():
         if path.resolve() == output.resolve():
             raise OutputError(
@@ -415,6 +449,32 @@ def _check_output_path(
             evidence={"path": given},
             hint="choose a new output_path, or pass overwrite=true to replace it (its manifest is replaced too)",
         )
+
+
+def _raster_sidecars(path: Path) -> list[Path]:
+    return [path.with_name(path.name + ".aux.xml"), path.with_suffix(".tfw"), path.with_name(path.name + ".ovr")]
+
+
+def _verify_raster(ctx: RunContext, io: DatasetIO, temp: Path) -> DatasetInfo:
+    """A raster is read back whole (header and per-band statistics) and compared with the grid the
+    implementation meant to write; there is no geometry to repair."""
+    main = main_input(ctx)
+    out = io.inspect(temp, None, validity=True)
+    if ctx.contract.crs_effect == "transforms":
+        expected = ctx.expected_output_crs
+    else:
+        expected = main.crs_wkt if main else None
+    ctx.checks.extend(
+        verify.raster_output_checks(
+            ctx.contract,
+            out,
+            ctx.expected_grid,
+            expected_crs_label=_label(expected),
+            crs_equal=_crs_equal(expected, out.crs_wkt) if expected else out.crs_wkt is not None,
+            input_grid=main.grid if main is not None and main.kind == "raster" else None,
+        )
+    )
+    return out
 
 
 def _verify_and_repair(
@@ -488,6 +548,8 @@ def _input_records(app: MapSmith, ctx: RunContext) -> list[dict[str, Any]]:
         }
         if ctx.layers.get(name) is not None:
             rec["layer"] = ctx.layers[name]
+        if ctx.input_environment.get(name):
+            rec["environment"] = dict(ctx.input_environment[name])
         records.append(rec)
     return records
 

@@ -306,12 +306,14 @@ def test_list_operations_filters_by_input_and_output_kind(transcript: Transcript
 
     contracts = [tomllib.loads(p.read_text("utf-8")) for p in (REPO / "contracts" / "operations").glob("*.toml")]
     everything = sorted(c["name"] for c in contracts)
-    reads_vector = sorted(c["name"] for c in contracts if any(d["kind"] == "vector" for d in c.get("datasets", [])))
+    reads_vector = sorted(c["name"] for c in contracts if any(d["kind"] in ("vector", "any") for d in c.get("datasets", [])))
+    reads_raster = sorted(c["name"] for c in contracts if any(d["kind"] in ("raster", "any") for d in c.get("datasets", [])))
     writes_vector = sorted(c["name"] for c in contracts if c["output"]["kind"] == "dataset:vector")
     assert set(everything) >= DEDICATED_TOOLS
     assert _names(transcript.replies["catalog"]) == everything
     assert _names(transcript.replies["reads_vector"]) == reads_vector
-    assert _names(transcript.replies["reads_raster"]) == []
+    assert _names(transcript.replies["reads_raster"]) == reads_raster
+    assert "describe_dataset" in reads_raster
     assert _names(transcript.replies["writes_vector"]) == writes_vector
     assert _names(transcript.replies["describes"]) == ["describe_dataset"]
     assert _names(transcript.replies["vector_to_description"]) == ["describe_dataset"]

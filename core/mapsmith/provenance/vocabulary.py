@@ -40,6 +40,7 @@ PLACES: dict[str, str] = {
     "engine key": "a key of `engine`",
     "crs_decisions key": "a key of `crs_decisions`",
     "repairs key": "a key of a `repairs[]` entry",
+    "input environment key": "a key of `inputs[].environment`",
 }
 
 VOCABULARY: dict[str, Extension] = {
@@ -88,7 +89,20 @@ VOCABULARY: dict[str, Extension] = {
         "parameters key",
         "`convert_format`: the GDAL/OGR driver the output was written with, chosen by the output path's extension.",
     ),
+    "x-mapsmith:normalised_inputs": Extension(
+        "parameters key",
+        "Raster operations: the inputs that were read in a normalised form (a south-up grid read north-up, "
+        "a predictor-encoded file re-encoded for an engine that misreads it), by argument, with what was done.",
+    ),
     # -- check names (verification[].name); the spec's core names need no prefix
+    "x-mapsmith:grid_matches": Extension(
+        "check name",
+        "Raster outputs: the written file's width, height and geotransform are the ones the operation computed.",
+    ),
+    "x-mapsmith:nodata_declared": Extension(
+        "check name",
+        "Raster outputs: the written file declares the nodata value the operation meant to write.",
+    ),
     "x-mapsmith:input_geometry_types": Extension(
         "check name",
         "Precondition: the input's geometry types are all among those the operation's contract accepts "
@@ -234,11 +248,22 @@ VOCABULARY: dict[str, Extension] = {
         "A more accurate operation PROJ knows but cannot run on this machine (`operation`, `accuracy_m`, "
         "`missing_grids`); present only when it beats the one applied.",
     ),
+    "x-mapsmith:pixel_registration": Extension(
+        "crs_decisions key",
+        "Raster inputs, by argument: whether values describe cells (`AREA_OR_POINT=Area`) or samples at points "
+        "(`Point`), and that positions come from GDAL's geotransform without a second half-cell shift.",
+    ),
     # -- engine keys
     "x-mapsmith:components": Extension(
         "engine key",
         "Versions of the libraries behind the named engine, by name (for geopandas: shapely, GEOS, pyproj, "
         "PROJ, pyogrio, GDAL), as the implementation reports them.",
+    ),
+    # -- inputs[].environment keys
+    "x-mapsmith:georeferencing_from": Extension(
+        "input environment key",
+        "Raster inputs positioned by something other than the file's own tags: the file GDAL took the "
+        "georeferencing from (a `.aux.xml` sidecar, a world file).",
     ),
     # -- repairs[] keys
     "x-mapsmith:report": Extension(

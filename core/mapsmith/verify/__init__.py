@@ -117,6 +117,9 @@ def _geometry_hint(operation: str, refused: list[str]) -> str:
 
 
 def input_not_empty(info: DatasetInfo, argument: str) -> tuple[Check, RunWarning | None]:
+    if info.kind == "raster" and info.grid is not None:
+        cells = int(info.grid["width"]) * int(info.grid["height"])
+        return Check("input_not_empty", cells > 0, f"{argument} has {cells} cells", critical=False, argument=argument), None
     empty = info.feature_count == 0
     check = Check(
         "input_not_empty",
@@ -242,3 +245,97 @@ def output_checks(
             )
         )
     return checks
+
+
+def raster_output_checks(
+    contract: OperationContract,
+    out: DatasetInfo,
+    expected: dict[str, Any] | None,
+    *,
+    expected_crs_label: str | None,
+    crs_equal: bool | None,
+    input_grid: Any | None,
+) -> list[Check]:
+    """A written raster compared with the grid its implementation meant to write.
+
+    ``expected`` holds ``width``, ``height``, ``transform`` (GDAL order), ``nodata`` and optionally
+    ``value_range`` ([low, high], either may be None). ``out.grid`` carries the statistics read back
+    from the file. The grid check is always made: a raster whose size or position is not the one the
+    operation computed is wrong whatever the contract lists.
+    """
+    checks: list[Check] = []
+    wanted = set(contract.checks)
+    grid = dict(out.grid or {})
+    if "crs_present" in wanted:
+        checks.append(Check("crs_present", out.crs_wkt is not None, f"output declares {out.crs_label}"))
+    if "crs_matches" in wanted:
+        checks.append(Check("crs_matches", bool(crs_equal), f"expected {expected_crs_label}, got {out.crs_label}"))
+    if expected is not None:
+        got = (grid.get("width"), grid.get("height"))
+        want = (expected["width"], expected["height"])
+        transform_ok = all(
+            abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(b)))
+            for a, b in zip(grid.get("transform", ()), expected["transform"], strict=True)
+        )
+        checks.append(
+            Check(
+                "x-mapsmith:grid_matches",
+                got == want and transform_ok,
+                f"written {got[0]} x {got[1]} cells, transform {list(grid.get('transform', ()))}; "
+                f"computed {want[0]} x {want[1]}, transform {list(expected['transform'])}",
+            )
+        )
+        if "nodata" in expected:
+            checks.append(
+                Check(
+                    "x-mapsmith:nodata_declared",
+                    _same_nodata(grid.get("nodata"), expected["nodata"]),
+                    f"written nodata {grid.get('nodata')}, meant {expected['nodata']}",
+                )
+            )
+    if "shape_preserved" in wanted and input_grid is not None:
+        same = (grid.get("width"), grid.get("height")) == (input_grid["width"], input_grid["height"])
+        checks.append(
+            Check(
+                "shape_preserved",
+                same,
+                f"input {input_grid['width']} x {input_grid['height']}, output {grid.get('width')} x {grid.get('height')}",
+            )
+        )
+    stats = grid.get("statistics") or []
+    valid = sum(int(b.get("valid_count") or 0) for b in stats)
+    if "values_in_expected_range" in wanted and expected is not None and expected.get("value_range") is not None:
+        low, high = expected["value_range"]
+        bad = [
+            b
+            for b in stats
+            if b.get("valid_count")
+            and ((low is not None and b["min"] < low - 1e-9) or (high is not None and b["max"] > high + 1e-9))
+        ]
+        span = ", ".join(f"band {b['band']}: {b.get('min')}..{b.get('max')}" for b in stats)
+        checks.append(
+            Check(
+                "values_in_expected_range",
+                not bad,
+                f"values {span}; guaranteed range {low if low is not None else '-inf'}.."
+                f"{high if high is not None else 'inf'}",
+            )
+        )
+    if "result_not_empty" in wanted:
+        checks.append(
+            Check(
+                "result_not_empty",
+                valid > 0,
+                f"output has {valid} valid cells",
+                critical=False,
+                hint=None if valid else "every cell is nodata: check the inputs overlap and the nodata value",
+            )
+        )
+    return checks
+
+
+def _same_nodata(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = float(a), float(b)
+    return (a != a and b != b) or a == b

@@ -64,12 +64,20 @@ OPERATION_MODULES = (
     "geometry_ops",
     "select_ops",
     "crs_ops",
+    "raster_ops",
+    "zonal_ops",
+    "sample_ops",
+    "convert_ops",
+    "terrain_ops",
+    "hydrology_ops",
 )
 
 
 @hookimpl
 def mapsmith_register_operations(register: RegisterOperation) -> None:
     import importlib
+
+    from mapsmith_opensource import extras
 
     for module_name in OPERATION_MODULES:
         module = importlib.import_module(f"mapsmith_opensource.{module_name}")
@@ -82,4 +90,5 @@ def mapsmith_register_operations(register: RegisterOperation) -> None:
                 preference=reg.preference,
                 eligible=getattr(module, reg.eligible) if reg.eligible else None,
                 validate=getattr(module, reg.validate) if reg.validate else None,
+                requirement=getattr(extras, reg.requirement) if reg.requirement else None,
             )

@@ -34,7 +34,15 @@ def is_parquet(path: Path) -> bool:
     return path.suffix.lower() in (".parquet", ".geoparquet")
 
 
+def is_raster(path: Path) -> bool:
+    from mapsmith_opensource.raster_io import is_raster as raster_suffix
+
+    return raster_suffix(path)
+
+
 def list_layers(path: Path) -> list[str]:
+    if is_raster(path):
+        return []  # a raster's bands are not layers
     if is_parquet(path):
         return [path.stem]
     import pyogrio
@@ -226,6 +234,11 @@ def _parquet_info(path: Path) -> tuple[Any, int, tuple[str, ...], tuple[float, .
 
 def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> DatasetInfo:
     """A header read (plus, with ``validity`` or a generic declared type, a geometry scan)."""
+    if is_raster(path):
+        from mapsmith_opensource.raster_io import inspect_raster
+
+        # For a raster, ``validity`` means reading every cell for per-band statistics.
+        return inspect_raster(path, statistics=validity)
     if is_parquet(path):
         crs_input, count, types, bounds, fields = _parquet_info(path)
         driver = "GeoParquet"

@@ -12,3 +12,4 @@ class Registration(NamedTuple):
     preference: int = 0  # higher runs first when several engines are eligible
     eligible: str | None = None  # a module-level function(ctx) -> reason it cannot take the run, or None
     validate: str | None = None  # a module-level function(ctx) raising on arguments that cannot work together
+    requirement: str | None = None  # a name in mapsmith_opensource.extras: the optional extra this engine needs

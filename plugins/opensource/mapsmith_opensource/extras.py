@@ -1,0 +1,37 @@
+"""The optional extras raster and terrain engines need, as router requirements.
+
+An operation whose engine is not installed is refused before any file is read, with the one
+command that installs it; the rest of the stack keeps working.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from mapsmith.registry import Unavailable
+
+EXTRAS = {
+    "raster": ("rasterio", "exactextract"),
+    "whitebox": ("rasterio", "whitebox_workflows"),
+}
+
+
+def _missing(extra: str) -> Unavailable | None:
+    absent = [m for m in EXTRAS[extra] if importlib.util.find_spec(m) is None]
+    if not absent:
+        return None
+    return Unavailable(
+        "stack_unavailable",
+        f"this operation needs the [{extra}] extra; not installed here: {', '.join(absent)}",
+        f"pip install 'mapsmith[{extra}]'",
+    )
+
+
+def raster() -> Unavailable | None:
+    """rasterio and exactextract."""
+    return _missing("raster")
+
+
+def whitebox() -> Unavailable | None:
+    """Whitebox Workflows (open tier) and rasterio."""
+    return _missing("whitebox")
