@@ -42,7 +42,9 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks: measure, then write docs/benchmarks.md from the results."""
-    session.install(".")
+    session.install(".[raster,whitebox]")
     session.run("python", "benchmarks/bench_startup.py")
     session.run("python", "benchmarks/bench_vector.py", *session.posargs)
+    session.run("python", "benchmarks/bench_zonal.py")
+    session.run("python", "benchmarks/bench_terrain.py")
     session.run("python", "benchmarks/render.py")

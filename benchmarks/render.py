@@ -8,8 +8,9 @@ deterministic (same JSON, same bytes) and never measures, times or reads the clo
     python benchmarks/render.py --check    # exit 1 if the page is out of date
 
 Sections: the MCP server's cold start (``startup.json``, from ``bench_startup.py``), then buffer and
-spatial join at scale (``vector_buffer.json``, ``vector_spatial_join.json``, from ``bench_vector.py``);
-a section whose results file is absent is left out.
+spatial join at scale (``vector_buffer.json``, ``vector_spatial_join.json``, from ``bench_vector.py``),
+zonal statistics (``raster_zonal.json``, ``bench_zonal.py``) and slope (``raster_slope.json``,
+``bench_terrain.py``); a section whose results file is absent is left out.
 """
 
 from __future__ import annotations
@@ -106,11 +107,70 @@ VECTOR_SPATIAL_JOIN_FIELDS: dict[str, tuple[str, ...]] = {
     "result": ("same_result", "by_engine"),
     "target": ("max_ratio", "met"),
 }
+# ... of results/raster_zonal.json (from bench_zonal.py).
+RASTER_ZONAL_FIELDS: dict[str, tuple[str, ...]] = {
+    "": (
+        "command",
+        "date",
+        "machine",
+        "code",
+        "process",
+        "description",
+        "input",
+        "runs",
+        "series",
+        "naive",
+        "mapsmith_status",
+        "ratios",
+        "targets",
+        "agreement",
+    ),
+    "machine": _MACHINE,
+    "code": ("commit", "uncommitted_changes"),
+    "input": (
+        "raster_width",
+        "raster_height",
+        "dtype",
+        "polygons",
+        "cell_metres",
+        "crs",
+        "tiling",
+        "polygon_span_cells",
+    ),
+    "naive": ("polygons_timed", "seconds_timed", "extrapolated"),
+    "ratios": ("speedup_vs_naive", "overhead_vs_engine"),
+    "targets": ("peak_memory_under_mib", "met_memory", "speedup_at_least", "met_speedup"),
+    "agreement": ("max_abs_mean_difference", "mean_abs_mean_difference_vs_naive", "why_naive_differs"),
+}
+# ... of results/raster_slope.json (from bench_terrain.py).
+RASTER_SLOPE_FIELDS: dict[str, tuple[str, ...]] = {
+    "": (
+        "command",
+        "date",
+        "machine",
+        "code",
+        "process",
+        "description",
+        "input",
+        "runs",
+        "series",
+        "ratio_vs_engine",
+        "target",
+        "agreement",
+    ),
+    "machine": _MACHINE,
+    "code": ("commit", "uncommitted_changes"),
+    "input": ("width", "height", "dtype", "cell_size_m", "crs", "encoding", "terrain"),
+    "target": ("ratio_at_most", "met"),
+    "agreement": ("max_abs_difference_interior", "same_valid_cells", "cells_compared"),
+}
 # Each results file the page shows, with the fields it needs.
 FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "startup": STARTUP_FIELDS,
     "vector_buffer": VECTOR_BUFFER_FIELDS,
     "vector_spatial_join": VECTOR_SPATIAL_JOIN_FIELDS,
+    "raster_zonal": RASTER_ZONAL_FIELDS,
+    "raster_slope": RASTER_SLOPE_FIELDS,
 }
 
 
@@ -332,6 +392,78 @@ def _vector_spatial_join(r: dict[str, Any]) -> list[str]:
     return lines + _vector_footer(r)
 
 
+def _series_table(series: list[dict[str, Any]]) -> list[str]:
+    return [
+        "| what | median (s) | min (s) | max (s) | peak RSS (MiB) |",
+        "|---|---:|---:|---:|---:|",
+        *(
+            f"| {s['what']} | {_s(s['median_seconds'])} | {_s(s['min_seconds'])} | {_s(s['max_seconds'])} | "
+            f"{s['peak_rss_mib']:,} |"
+            for s in series
+        ),
+    ]
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _met(flag: bool) -> str:
+    return "met" if flag else "**not met**"
+
+
+def _raster_zonal(r: dict[str, Any]) -> list[str]:
+    i, ratios, targets, agree, naive = r["input"], r["ratios"], r["targets"], r["agreement"], r["naive"]
+    mapsmith_peak = max(s["peak_rss_mib"] for s in r["series"] if s["what"].startswith("MapSmith"))
+    differences = ", ".join(f"{k.replace('_', ' ')} {v:.3g}" for k, v in agree["max_abs_mean_difference"].items())
+    lines = [
+        f"## Zonal statistics: {i['polygons']:,} polygons over a {i['raster_width']:,} x {i['raster_height']:,} "
+        f"{i['dtype']} raster",
+        "",
+        f"{r['description']}. The raster is {i['tiling']} in {i['crs']} with {i['cell_metres']:g} m cells; the "
+        f"polygons span {i['polygon_span_cells'][0]} to {i['polygon_span_cells'][1]} cells. {_sentence(r['process'])}; "
+        f"{r['runs']} runs of each timed series. The naive loop timed {naive['polygons_timed']:,} polygons"
+        + (" and was extrapolated linearly" if naive["extrapolated"] else "")
+        + ".",
+        "",
+        *_series_table(r["series"]),
+        "",
+        f"Speed-up over the naive loop: **{ratios['speedup_vs_naive']:.2f}x**; target at least "
+        f"{targets['speedup_at_least']}x: {_met(targets['met_speedup'])}. MapSmith's peak memory "
+        f"{mapsmith_peak:,} MiB; target under {targets['peak_memory_under_mib']:,} MiB: "
+        f"{_met(targets['met_memory'])}. MapSmith / exactextract called the same way, medians: "
+        f"{ratios['overhead_vs_engine']:.3f}. MapSmith's status: `{r['mapsmith_status']}`.",
+        "",
+        f"Largest difference in a zone's mean: {differences}; mean difference against the naive loop "
+        f"{agree['mean_abs_mean_difference_vs_naive']:.3g} ({agree['why_naive_differs']}).",
+        "",
+    ]
+    return lines + _vector_footer(r)
+
+
+def _raster_slope(r: dict[str, Any]) -> list[str]:
+    i, target, agree = r["input"], r["target"], r["agreement"]
+    lines = [
+        f"## Slope of a {i['width']:,} x {i['height']:,} {i['dtype']} DEM: MapSmith against Whitebox alone",
+        "",
+        f"{r['description']}. The DEM ({i['encoding']}, {i['crs']}, {i['cell_size_m']:g} m cells) is "
+        f"{i['terrain']}. {_sentence(r['process'])}; {r['runs']} runs of each, interleaved.",
+        "",
+        *_series_table(r["series"]),
+        "",
+        f"MapSmith / Whitebox alone, medians: **{r['ratio_vs_engine']:.3f}**. Target: at most "
+        f"{target['ratio_at_most']}: {_met(target['met'])}.",
+        "",
+        f"The two outputs compared on {agree['cells_compared']:,} interior cells: largest difference "
+        f"{agree['max_abs_difference_interior']:g}; the same cells valid: {_yes(agree['same_valid_cells'])}.",
+        "",
+    ]
+    breakdown = r.get("breakdown")
+    if breakdown:
+        lines += _breakdown(breakdown, "Where MapSmith's time goes: slope")
+    return lines + _vector_footer(r)
+
+
 def render(results: dict[str, dict[str, Any]] | None = None) -> str:
     """The text of ``docs/benchmarks.md`` for ``results`` (default: the committed results files)."""
     results = load_results() if results is None else results
@@ -351,6 +483,10 @@ def render(results: dict[str, dict[str, Any]] | None = None) -> str:
         lines += _vector_buffer(results["vector_buffer"])
     if "vector_spatial_join" in results:
         lines += _vector_spatial_join(results["vector_spatial_join"])
+    if "raster_zonal" in results:
+        lines += _raster_zonal(results["raster_zonal"])
+    if "raster_slope" in results:
+        lines += _raster_slope(results["raster_slope"])
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -1,8 +1,9 @@
 """Valid arguments for any catalog operation, derived from its contract, for catalogue-wide tests.
 
 Every dataset argument gets a small layer of an accepted geometry type in EPSG:32610 (a raster
-argument a 40 x 30 DEM, ``sample_dem``), all of them overlapping; parameters come from the contract's first example; the output is ``out.gpkg``. Tests
-that must cover every operation (refusals, sabotage) build their calls here rather than listing
+argument a 40 x 30 DEM, ``sample_dem``), all of them overlapping; parameters come from the
+contract's first example; the output is ``out.gpkg`` (``out.tif`` for a raster). Tests that
+must cover every operation (refusals, sabotage) build their calls here rather than listing
 operations by hand, so a new operation is covered the day its contract lands.
 """
 
@@ -39,12 +40,25 @@ def sample_dem(path: Path) -> None:
 
     rows, cols = np.mgrid[0:30, 0:40]
     x, y = 499_900 + (cols + 0.5) * 10, 5_000_200 - (rows + 0.5) * 10
-    z = 100 + 0.05 * (x - 499_900) + 0.02 * (y - 4_999_900) + 20 * np.exp(-((x - 500_060) ** 2 + (y - 5_000_060) ** 2) / 3000)
+    z = (
+        100
+        + 0.05 * (x - 499_900)
+        + 0.02 * (y - 4_999_900)
+        + 20 * np.exp(-((x - 500_060) ** 2 + (y - 5_000_060) ** 2) / 3000)
+    )
     z = z.astype("float32")
     z[0, 0] = -9999
     with rasterio.open(
-        path, "w", driver="GTiff", width=40, height=30, count=1, dtype="float32", crs="EPSG:32610",
-        transform=from_origin(499_900, 5_000_200, 10, 10), nodata=-9999,
+        path,
+        "w",
+        driver="GTiff",
+        width=40,
+        height=30,
+        count=1,
+        dtype="float32",
+        crs="EPSG:32610",
+        transform=from_origin(499_900, 5_000_200, 10, 10),
+        nodata=-9999,
     ) as dst:
         dst.write(z, 1)
         dst.set_band_description(1, "elevation")

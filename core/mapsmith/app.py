@@ -28,7 +28,7 @@ LICENCE = "MIT"
 INPUT_KINDS = ("vector", "raster", "any", "none")
 OUTPUT_KINDS = ("dataset:vector", "dataset:raster", "answer", "description")
 # Configuration that changes how GDAL/PROJ read data; recorded in every manifest when set.
-RECORDED_ENVIRONMENT_PREFIXES = ("GDAL_", "OGR_", "CPL_", "PROJ_")
+RECORDED_ENVIRONMENT_PREFIXES = ("GDAL_", "GTIFF_", "OGR_", "CPL_", "PROJ_")
 
 
 class MapSmith:

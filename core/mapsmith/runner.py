@@ -192,6 +192,10 @@ def run_operation(
         if contract.output_kind == "description" or d.kind == "table":
             continue  # a table has no CRS or geometry to require
         _require_kind(d, info, key)
+        if info.kind == "raster":
+            checks.append(verify.require_one_georeferencing(info, key))
+            if contract.needs_projected_crs:
+                checks.append(verify.require_projected_grid(info, key, contract.name))
         checks.append(verify.require_crs(info, key))
         geom_check = verify.require_geometry_types(info, d, contract.name, argument=key)
         if geom_check:

@@ -24,8 +24,12 @@ class Sabotage(OSError):
     pass
 
 
-def _failure_records(workspace: Path) -> list[dict]:
-    return [json.loads(p.read_text("utf-8")) for p in sorted(workspace.glob("out.gpkg.failed*.provenance.json"))]
+def _failure_records(workspace: Path, name: str = "out.gpkg") -> list[dict]:
+    return [json.loads(p.read_text("utf-8")) for p in sorted(workspace.glob(f"{name}.failed*.provenance.json"))]
+
+
+def _output_name(contract) -> str:
+    return "out.tif" if contract.output_kind == "dataset:raster" else "out.gpkg"
 
 
 def _assert_says_incomplete(record: dict) -> None:
@@ -36,26 +40,39 @@ def _assert_says_incomplete(record: dict) -> None:
 
 @pytest.mark.parametrize("operation", WRITERS)
 def test_failure_inside_the_write_leaves_no_dataset_and_a_failure_record(app, workspace, monkeypatch, operation):
-    from mapsmith_opensource import io
+    from mapsmith_opensource import io, raster_io
 
-    real_write = io.write_layer
+    contract = app.host.contracts[operation]
+    name = _output_name(contract)
     fired = []
+    if contract.output_kind == "dataset:raster":
+        real_commit = raster_io._commit_bytes
 
-    def write_then_fail(gdf, path, layer=None):
-        real_write(gdf, path, layer)
-        assert path.exists()  # the bytes reached the disk
-        fired.append(path)
-        raise Sabotage("sabotage: disk failed after the write")
+        def commit_then_fail(path, produce):
+            real_commit(path, produce)
+            assert path.exists()
+            fired.append(path)
+            raise Sabotage("sabotage: disk failed after the write")
 
-    monkeypatch.setattr(io, "write_layer", write_then_fail)
-    args = build_arguments(app.host.contracts[operation], workspace)
+        monkeypatch.setattr(raster_io, "_commit_bytes", commit_then_fail)
+    else:
+        real_write = io.write_layer
+
+        def write_then_fail(gdf, path, layer=None):
+            real_write(gdf, path, layer)
+            assert path.exists()  # the bytes reached the disk
+            fired.append(path)
+            raise Sabotage("sabotage: disk failed after the write")
+
+        monkeypatch.setattr(io, "write_layer", write_then_fail)
+    args = build_arguments(contract, workspace)
     with pytest.raises(EngineError):
         app.run(operation, args)
     assert fired, "the sabotage never fired"
-    assert not (workspace / "out.gpkg").exists()
-    assert not (workspace / "out.gpkg.provenance.json").exists()
+    assert not (workspace / name).exists()
+    assert not (workspace / f"{name}.provenance.json").exists()
     assert not [p for p in workspace.iterdir() if p.name.startswith(".")], "temporary files left behind"
-    (record,) = _failure_records(workspace)
+    (record,) = _failure_records(workspace, name)
     _assert_says_incomplete(record)
     assert record["operation"] == operation and "output" not in record
     assert record["x-mapsmith:error"]["code"] == "ENGINE_FAILED"
@@ -74,13 +91,15 @@ def test_failure_after_the_rename_records_the_bytes_it_left(app, workspace, monk
         raise Sabotage("sabotage: crashed after the rename")
 
     monkeypatch.setattr(runner, "_replace", replace_then_fail)
-    args = build_arguments(app.host.contracts[operation], workspace)
+    contract = app.host.contracts[operation]
+    name = _output_name(contract)
+    args = build_arguments(contract, workspace)
     with pytest.raises(Sabotage):
         app.run(operation, args)
     assert fired, "the sabotage never fired"
-    out = workspace / "out.gpkg"
-    assert out.exists() and not (workspace / "out.gpkg.provenance.json").exists()
-    (record,) = _failure_records(workspace)
+    out = workspace / name
+    assert out.exists() and not (workspace / f"{name}.provenance.json").exists()
+    (record,) = _failure_records(workspace, name)
     _assert_says_incomplete(record)
     # the dataset left behind is described by the failure record: a lineage walk finds this run
     assert record["output"]["sha256"] == dataset_digest(out)

@@ -306,8 +306,11 @@ def test_list_operations_filters_by_input_and_output_kind(transcript: Transcript
 
     contracts = [tomllib.loads(p.read_text("utf-8")) for p in (REPO / "contracts" / "operations").glob("*.toml")]
     everything = sorted(c["name"] for c in contracts)
-    reads_vector = sorted(c["name"] for c in contracts if any(d["kind"] in ("vector", "any") for d in c.get("datasets", [])))
-    reads_raster = sorted(c["name"] for c in contracts if any(d["kind"] in ("raster", "any") for d in c.get("datasets", [])))
+
+    def reading(kind: str) -> list[str]:
+        return sorted(c["name"] for c in contracts if any(d["kind"] in (kind, "any") for d in c.get("datasets", [])))
+
+    reads_vector, reads_raster = reading("vector"), reading("raster")
     writes_vector = sorted(c["name"] for c in contracts if c["output"]["kind"] == "dataset:vector")
     assert set(everything) >= DEDICATED_TOOLS
     assert _names(transcript.replies["catalog"]) == everything
@@ -506,3 +509,67 @@ def test_the_readme_lists_exactly_the_tools_the_server_offers(transcript: Transc
     names = {tomllib.loads(p.read_text("utf-8"))["name"] for p in (REPO / "contracts" / "operations").glob("*.toml")}
     for name in names - table:
         assert f"`{name}`" in readme, name
+
+
+# -- rasters over MCP ------------------------------------------------------------------------------
+
+
+def test_a_raster_operation_runs_and_refuses_over_stdio(workspace: Path) -> None:
+    """slope on a plane DEM through run_operation: the value is atan(0.5) everywhere inside the edge
+    rings; the same DEM with a disagreeing .aux.xml sidecar is refused with GEOREF_CONFLICT."""
+    import numpy as np
+    import rasterio
+    from rasterio.transform import from_origin
+
+    rows, cols = np.mgrid[0:12, 0:10]
+    z = (0.3 * (cols * 10.0) + 0.4 * ((11 - rows) * 10.0)).astype("float32")  # gradient 0.5 up to the north-east
+    profile = dict(driver="GTiff", width=10, height=12, count=1, dtype="float32", crs="EPSG:32610", nodata=-9999)
+    for name in ("plane.tif", "lying.tif"):
+        with rasterio.open(workspace / name, "w", transform=from_origin(600_000, 5_100_000, 10, 10), **profile) as d:
+            d.write(z, 1)
+    (workspace / "lying.tif.aux.xml").write_text(
+        "<PAMDataset><GeoTransform>700000, 20, 0, 5200000, 0, -20</GeoTransform></PAMDataset>"
+    )
+
+    async def talk() -> dict[str, Reply]:
+        replies = {}
+        async with mcp_session(workspace) as (session, _):
+            replies["describe"] = await call(session, "describe_dataset", {"input_path": "lying.tif"})
+            replies["slope"] = await call(
+                session,
+                "run_operation",
+                {
+                    "operation": "slope",
+                    "arguments": {"input_path": "plane.tif", "units": "degrees", "output_path": "slope.tif"},
+                },
+            )
+            replies["refused"] = await call(
+                session,
+                "run_operation",
+                {
+                    "operation": "slope",
+                    "arguments": {"input_path": "lying.tif", "units": "degrees", "output_path": "lying_slope.tif"},
+                },
+            )
+            replies["provenance"] = await call(session, "get_provenance", {"path": "slope.tif"})
+        return replies
+
+    replies = anyio.run(talk)
+    described = replies["describe"]
+    assert not described.is_error
+    assert described.data["answer"]["georeferencing"]["conflict"] is True
+    slope = replies["slope"]
+    assert not slope.is_error, slope.data
+    assert slope.data["engine"]["name"] == "whitebox_workflows"
+    with rasterio.open(workspace / "slope.tif") as out:
+        values = out.read(1, masked=True)
+    inner = values[2:-2, 2:-2]
+    assert values.count() == inner.size == 6 * 8  # the two edge rings are nodata
+    np.testing.assert_allclose(inner.filled(np.nan), math.degrees(math.atan(0.5)), atol=1e-4)
+    refused = replies["refused"]
+    assert refused.is_error and refused.data["code"] == "GEOREF_CONFLICT"
+    assert not list(workspace.glob("lying_slope*"))
+    provenance = replies["provenance"].data
+    assert provenance["conforms"] and provenance["output_matches"]
+    checks = {c["name"]: c["passed"] for c in provenance["manifest"]["verification"]}
+    assert checks["x-mapsmith:grid_matches"] and checks["values_in_expected_range"] and checks["shape_preserved"]

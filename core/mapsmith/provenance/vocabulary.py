@@ -94,7 +94,143 @@ VOCABULARY: dict[str, Extension] = {
         "Raster operations: the inputs that were read in a normalised form (a south-up grid read north-up, "
         "a predictor-encoded file re-encoded for an engine that misreads it), by argument, with what was done.",
     ),
+    "x-mapsmith:value_unit": Extension(
+        "parameters key",
+        "Terrain operations: what the output cell values measure and in what unit (degrees clockwise from north, "
+        "1/m, a count of observers).",
+    ),
+    "x-mapsmith:flat_value": Extension(
+        "parameters key",
+        "`aspect`: the value written for cells with no slope (-1), which is a value, not nodata.",
+    ),
+    "x-mapsmith:hillshade_scale": Extension(
+        "parameters key",
+        "`hillshade`: the formula that turns the lighting into bytes, including the rescale from Whitebox's "
+        "0..32767 (1 = unlit, 255 = facing the light, 0 = nodata).",
+    ),
+    "x-mapsmith:sign_convention": Extension(
+        "parameters key",
+        "`curvature`: what negative and positive values mean for the curvature type computed.",
+    ),
+    "x-mapsmith:observer_count": Extension(
+        "parameters key",
+        "`viewshed`: how many observers were used, which is the largest value a cell can hold.",
+    ),
+    "x-mapsmith:zones_recomputed": Extension(
+        "parameters key",
+        "`zonal_statistics`: zones the engine covered with more cells than their area allows (a boundary running "
+        "exactly through cell corners), recomputed with vertices rounded to `vertex_grid` map units, and why.",
+    ),
+    "x-mapsmith:depression_fill": Extension(
+        "parameters key",
+        "Hydrology operations: what the priority-flood fill did before the result was computed (its parameters, "
+        "cells raised, the largest raise, the smallest flat step measured).",
+    ),
+    "x-mapsmith:direction_codes": Extension(
+        "parameters key",
+        "`flow_direction`: the encoding of the written directions: for d8 and rho8 the {direction: code} table of "
+        "the chosen encoding, for fd8 the bit values, for dinf degrees clockwise from north with -1 for flats.",
+    ),
+    "x-mapsmith:no_flow_value": Extension(
+        "parameters key",
+        "`flow_direction`: the value written where a cell has no downslope neighbour (0 for d8, rho8 and fd8; "
+        "-1 for dinf).",
+    ),
+    "x-mapsmith:stream_threshold": Extension(
+        "parameters key",
+        "`extract_streams`: the accumulation threshold in cells and in km2, the cell area, how it was given, the "
+        "conversion, and the rule that a cell at or above it is a stream.",
+    ),
+    "x-mapsmith:pour_points": Extension(
+        "parameters key",
+        "`watershed`: each pour point's label, given and snapped coordinates, cell, whether and how far (metres) "
+        "it moved, its accumulation, its watershed's cell count and the outlet it is nested in.",
+    ),
+    "x-mapsmith:watershed_labels": Extension(
+        "parameters key",
+        "`watershed`: the label table, each raster value with the pour point (feature order, label field) it "
+        "belongs to.",
+    ),
+    "x-mapsmith:zonal_fields": Extension(
+        "parameters key",
+        "`zonal_statistics`: the output field each requested statistic was written to.",
+    ),
+    "x-mapsmith:coverage_rule": Extension(
+        "parameters key",
+        "`zonal_statistics`: how cells are weighted (by the fraction of each cell a zone covers, count as a sum of "
+        "fractions, nodata and NaN excluded).",
+    ),
+    "x-mapsmith:zonal_counts": Extension(
+        "parameters key",
+        "`zonal_statistics`: how many zones were computed, lay outside the raster or partly outside, had no valid "
+        "cell, had no geometry, or got null weighted statistics.",
+    ),
+    "x-mapsmith:sampled_fields": Extension(
+        "parameters key",
+        "`sample_raster_at_points`: each field written, with the raster band number its values were sampled from.",
+    ),
+    "x-mapsmith:clip_window": Extension(
+        "parameters key",
+        "`clip_raster`: the window of the input grid kept (row and column offset, rows, columns), the valid cells "
+        "kept, and the cells of that window set to nodata because they lie outside the mask.",
+    ),
+    "x-mapsmith:output_grid": Extension(
+        "parameters key",
+        "Raster operations that build a new grid (`reproject_raster`, `resample_raster`, `rasterize_layer`, "
+        "`euclidean_distance`, `idw_interpolation`): the grid written (width, height, cell size, GDAL transform, "
+        "CRS unit, how it was chosen, and for `resample_raster` the scale factor).",
+    ),
+    "x-mapsmith:reclass_counts": Extension(
+        "parameters key",
+        "`reclassify_raster`: cells matched by each rule, cells no rule matched and what became of them, input "
+        "nodata cells, and the output type and nodata value.",
+    ),
+    "x-mapsmith:band_bindings": Extension(
+        "parameters key",
+        "`band_math`: each name in the expression, with the input and band (number and name) it was bound to.",
+    ),
+    "x-mapsmith:cells_undefined": Extension(
+        "parameters key",
+        "`band_math`: cells whose bands were valid but whose result was not finite (division by zero, a "
+        "logarithm or root out of its domain, overflow), written as nodata.",
+    ),
     # -- check names (verification[].name); the spec's core names need no prefix
+    "x-mapsmith:georeferencing_unambiguous": Extension(
+        "check name",
+        "Precondition on a raster input (named in `argument`): the GeoTIFF's own tags, any `.aux.xml` sidecar and "
+        "any world file agree on where it lies, or the caller chose one with `GDAL_GEOREF_SOURCES`; otherwise "
+        "the run is refused before the engine starts.",
+    ),
+    "x-mapsmith:projected_grid": Extension(
+        "check name",
+        "Precondition for operations that need metres (`needs_projected_crs`): the raster input named in "
+        "`argument` is in a projected CRS; a geographic one is refused before the engine starts.",
+    ),
+    "x-mapsmith:engine_read_matches": Extension(
+        "check name",
+        "Whitebox operations: a spread of cells read by the engine equals the same cells read by GDAL, so a "
+        "decoder that misreads the file (a TIFF predictor it ignores) stops the run instead of computing on it.",
+    ),
+    "x-mapsmith:whitebox_calls": Extension(
+        "parameters key",
+        "Whitebox operations: every engine call made, in order, as the tool (`category.tool`) and the keyword "
+        "arguments passed (rasters named by type).",
+    ),
+    "x-mapsmith:coverage_within_zone_area": Extension(
+        "check name",
+        "`zonal_statistics`: for every zone, the covered cell fractions times the cell area do not exceed the "
+        "zone's own area, an independent bound on the engine's coverage.",
+    ),
+    "x-mapsmith:cell_area_conserved": Extension(
+        "check name",
+        "`raster_to_polygons`: the written polygons' total planar area equals the valid cells times the cell area, "
+        "so no cell was lost or counted twice.",
+    ),
+    "x-mapsmith:flow_conserved": Extension(
+        "check name",
+        "`watershed`: each outlet's flow accumulation (cells) equals its watershed's cell count plus those of the "
+        "watersheds nested upstream of it.",
+    ),
     "x-mapsmith:grid_matches": Extension(
         "check name",
         "Raster outputs: the written file's width, height and geotransform are the ones the operation computed.",
@@ -172,9 +308,10 @@ VOCABULARY: dict[str, Extension] = {
     ),
     "x-mapsmith:distance_method": Extension(
         "parameters key",
-        "`nearest_join` and `spatial_join` with `within_distance`: how distances in metres were measured: "
-        "planar in the named CRS, or geodesic on the named ellipsoid with candidates found in the named UTM "
-        "zone.",
+        "`nearest_join` and `spatial_join` with `within_distance`, `elevation_profile`, `euclidean_distance` and "
+        "`idw_interpolation`: how distances in metres were measured: planar in the named CRS (from each cell "
+        "centre, for the grids), or geodesic on the named ellipsoid (for the joins, with candidates found in the "
+        "named UTM zone).",
     ),
     "x-mapsmith:join_counts": Extension(
         "parameters key",
@@ -189,7 +326,8 @@ VOCABULARY: dict[str, Extension] = {
     ),
     "x-mapsmith:tie_rule": Extension(
         "parameters key",
-        "`nearest_join`: how equally near join features are decided between, and how many ties there were.",
+        "`nearest_join` and `locate_extreme_cell`: how equally near join features, or cells sharing the extreme "
+        "value, are decided between, and how many ties there were.",
     ),
     "x-mapsmith:boundary_rule": Extension(
         "parameters key",
@@ -247,6 +385,10 @@ VOCABULARY: dict[str, Extension] = {
         "transformation key",
         "A more accurate operation PROJ knows but cannot run on this machine (`operation`, `accuracy_m`, "
         "`missing_grids`); present only when it beats the one applied.",
+    ),
+    "x-mapsmith:resampling": Extension(
+        "crs_decisions key",
+        "`reproject_raster`: the resampling method that moved cell values onto the new grid, as the caller chose it.",
     ),
     "x-mapsmith:pixel_registration": Extension(
         "crs_decisions key",

@@ -76,6 +76,84 @@ def require_crs(info: DatasetInfo, argument: str) -> Check:
     return Check("input_crs_present", True, f"{argument} declares {info.crs_label}", argument=argument)
 
 
+GEOREF_SOURCE_NAMES = {
+    "PAM": ".aux.xml sidecar",
+    "INTERNAL": "the file's own tags",
+    "TABFILE": ".tab file",
+    "WORLDFILE": "world file (.tfw/.wld)",
+}
+
+
+def require_one_georeferencing(info: DatasetInfo, argument: str) -> Check:
+    """Refuse a raster whose sources (tags, sidecar, world file) disagree about where it lies, unless
+    the caller chose one with ``GDAL_GEOREF_SOURCES``; refuse a rotated or ungeoreferenced grid."""
+    from mapsmith.errors import InputError
+
+    grid = info.grid or {}
+    georef = grid.get("georeferencing") or {}
+    readings = georef.get("readings") or []
+    chosen = georef.get("GDAL_GEOREF_SOURCES")
+    if georef.get("conflict") and not chosen:
+        described = "; ".join(
+            f"{GEOREF_SOURCE_NAMES.get(r['source'], r['source'])} ({r['source']}): transform {r['transform']}, "
+            f"CRS {r['crs'] or 'not stated'}"
+            for r in readings
+        )
+        used = GEOREF_SOURCE_NAMES.get(georef.get("source_used") or "", "first")
+        raise InputError(
+            f"{argument} ({info.path}) has georeferencings that disagree -- {described}. GDAL would silently use "
+            f"the {used} one; MapSmith will not compute on a grid whose position depends on which file is read",
+            code="GEOREF_CONFLICT",
+            evidence={
+                "argument": argument,
+                "path": info.path,
+                "readings": readings,
+                "gdal_default": georef.get("source_used"),
+            },
+            hint="remove (or fix) the sidecar if the GeoTIFF's own tags are right, or run the server with "
+            "GDAL_GEOREF_SOURCES=INTERNAL to use the tags (GDAL_GEOREF_SOURCES=PAM,INTERNAL to let the sidecar "
+            "win); the manifest records the choice. describe_dataset lists every reading",
+        )
+    if georef.get("source_used") is None:
+        raise InputError(
+            f"{argument} ({info.path}) has no geotransform (it may be positioned by ground control points only)",
+            code="RASTER_NOT_GEOREFERENCED",
+            evidence={"argument": argument, "path": info.path},
+            hint="warp it to a regular grid first (gdalwarp), then pass the result",
+        )
+    if grid.get("rotated"):
+        raise InputError(
+            f"{argument} ({info.path}) has a rotated geotransform {grid.get('transform')}: rows and columns are "
+            "not aligned with the CRS axes, so cell sizes, slopes and distances computed on the array would be wrong",
+            code="RASTER_ROTATED",
+            evidence={"argument": argument, "path": info.path, "transform": grid.get("transform")},
+            hint="resample it onto a north-up grid first (gdalwarp with the same CRS), then pass that",
+        )
+    source = GEOREF_SOURCE_NAMES.get(georef.get("source_used") or "", "?")
+    detail = f"{argument} is positioned by {source}" + (
+        f" (GDAL_GEOREF_SOURCES={chosen})" if chosen else f"; {len(readings)} reading(s), none disagreeing"
+    )
+    return Check("x-mapsmith:georeferencing_unambiguous", True, detail, argument=argument)
+
+
+def require_projected_grid(info: DatasetInfo, argument: str, operation: str) -> Check:
+    """A raster whose cells are degrees cannot feed an operation that needs metres (slope, distance,
+    flow): refused before the engine, with the reprojection to do first."""
+    if info.crs_is_geographic:
+        res = (info.grid or {}).get("res") or [None, None]
+        raise CRSError(
+            f"{operation} needs cells measured in metres; {argument} ({info.path}) is in {info.crs_label}, whose "
+            f"cells are {res[0]:g} x {res[1]:g} degrees, and a degree is not a metre"
+            if res[0] is not None
+            else f"{operation} needs a projected CRS; {argument} ({info.path}) is in {info.crs_label}",
+            code="RASTER_GEOGRAPHIC_CRS",
+            evidence={"argument": argument, "path": info.path, "crs": info.crs_label, "cell_size": res},
+            hint="reproject_raster to a projected CRS first (the UTM zone of the data, EPSG:326xx or 327xx), "
+            "choosing the resampling method (bilinear for elevation)",
+        )
+    return Check("x-mapsmith:projected_grid", True, f"{argument} is in {info.crs_label}", argument=argument)
+
+
 def require_geometry_types(
     info: DatasetInfo, dataset: DatasetArgument, operation: str, argument: str | None = None
 ) -> Check | None:
@@ -113,13 +191,21 @@ def _geometry_hint(operation: str, refused: list[str]) -> str:
             "length is defined for lines only; a polygon's perimeter is another question (no operation measures "
             "it yet), and points have no length"
         )
+    if operation == "zonal_statistics":
+        return (
+            "zonal statistics weight each raster cell by the fraction of it a polygon covers; a line covers no area "
+            "(its length is not a pixel count) and a point none: buffer_layer the features into polygons first "
+            "(half a cell width takes the cells along a line), or sample_raster_at_points for points"
+        )
     return "select the features of an accepted type first (or split the layer by geometry type)"
 
 
 def input_not_empty(info: DatasetInfo, argument: str) -> tuple[Check, RunWarning | None]:
     if info.kind == "raster" and info.grid is not None:
         cells = int(info.grid["width"]) * int(info.grid["height"])
-        return Check("input_not_empty", cells > 0, f"{argument} has {cells} cells", critical=False, argument=argument), None
+        return Check(
+            "input_not_empty", cells > 0, f"{argument} has {cells} cells", critical=False, argument=argument
+        ), None
     empty = info.feature_count == 0
     check = Check(
         "input_not_empty",
@@ -168,7 +254,7 @@ def inputs_share_crs(first: DatasetInfo, second: DatasetInfo, arg1: str, arg2: s
         "inputs_share_crs",
         same,
         f"{arg1} is {first.crs_label}, {arg2} is {second.crs_label}"
-        + ("" if same else f"; {arg2} is transformed to {arg1}'s CRS (recorded in crs_decisions)"),
+        + ("" if same else "; the operation brings them into one CRS and records which way in crs_decisions"),
         critical=False,
     )
 
@@ -299,7 +385,8 @@ def raster_output_checks(
             Check(
                 "shape_preserved",
                 same,
-                f"input {input_grid['width']} x {input_grid['height']}, output {grid.get('width')} x {grid.get('height')}",
+                f"input {input_grid['width']} x {input_grid['height']}, "
+                f"output {grid.get('width')} x {grid.get('height')}",
             )
         )
     stats = grid.get("statistics") or []

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from mapsmith.errors import InputError, OutputError
 from mapsmith.registry import DatasetInfo
+from mapsmith.verify import GEOREF_SOURCE_NAMES as SOURCE_FILES
+from mapsmith.verify import require_one_georeferencing
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,8 +41,6 @@ if TYPE_CHECKING:
 RASTER_SUFFIXES = frozenset({".tif", ".tiff", ".vrt", ".img", ".asc", ".bil", ".jp2", ".nc", ".dem"})
 # Where GDAL can find a GeoTIFF's georeferencing, in the order it consults them by default.
 GEOREF_SOURCES = ("PAM", "INTERNAL", "TABFILE", "WORLDFILE")
-SOURCE_FILES = {"PAM": ".aux.xml sidecar", "INTERNAL": "the file's own tags", "TABFILE": ".tab file",
-                "WORLDFILE": "world file (.tfw/.wld)"}
 BLOCK_ROWS = 1024  # rows per window when a whole raster is scanned for statistics
 RASTER_FORMATS = (".tif", ".tiff")
 
@@ -144,7 +144,7 @@ def inspect_raster(path: Path, *, statistics: bool = False) -> DatasetInfo:
         from pyproj import CRS as PyprojCRS
 
         pcrs = PyprojCRS.from_wkt(crs.to_wkt()) if crs is not None else None
-        corners = [t * (c, r) for c, r in ((0, 0), (ds.width, 0), (0, ds.height), (ds.width, ds.height))]
+        corners = [t @ (c, r) for c, r in ((0, 0), (ds.width, 0), (0, ds.height), (ds.width, ds.height))]
         xs, ys = [c[0] for c in corners], [c[1] for c in corners]
         bounds = (min(xs), min(ys), max(xs), max(ys))
         grid: dict[str, Any] = {
@@ -293,8 +293,9 @@ class Grid:
             if self.flipped and window is not None:
                 from rasterio.windows import Window
 
-                window = Window(window.col_off, self.height - window.row_off - window.height, window.width,
-                                window.height)
+                window = Window(
+                    window.col_off, self.height - window.row_off - window.height, window.width, window.height
+                )
             data = ds.read(index, window=window, masked=True)
         if self.flipped:
             data = data[::-1, :]
@@ -318,18 +319,21 @@ class Grid:
         out_dtype = dtype or data.dtype.name
         nodata = self.nodata if self.nodata is not None else _default_nodata(out_dtype)
         path = directory / f"{self.slot.replace('[', '_').replace(']', '')}_plain.tif"
-        with rasterio.Env(GDAL_PAM_ENABLED="NO"), rasterio.open(
-            path,
-            "w",
-            driver="GTiff",
-            width=self.width,
-            height=self.height,
-            count=1,
-            dtype=out_dtype,
-            crs=self.crs.to_wkt(),
-            transform=self.transform,
-            nodata=nodata,
-        ) as dst:
+        with (
+            rasterio.Env(GDAL_PAM_ENABLED="NO"),
+            rasterio.open(
+                path,
+                "w",
+                driver="GTiff",
+                width=self.width,
+                height=self.height,
+                count=1,
+                dtype=out_dtype,
+                crs=self.crs.to_wkt(),
+                transform=self.transform,
+                nodata=nodata,
+            ) as dst,
+        ):
             dst.write(np.ma.filled(data.astype(out_dtype), nodata), 1)
         return path
 
@@ -356,46 +360,19 @@ def open_grid(ctx: RunContext, slot: str = "input_path") -> Grid:
     georef = grid["georeferencing"]
     if georef["GDAL_GEOREF_SOURCES"]:
         ctx.input_environment.setdefault(slot, {})["GDAL_GEOREF_SOURCES"] = georef["GDAL_GEOREF_SOURCES"]
-    if georef["conflict"] and not georef["GDAL_GEOREF_SOURCES"]:
-        readings = georef["readings"]
-        described = "; ".join(
-            f"{r['from']} ({r['source']}): transform {r['transform']}, CRS {r['crs'] or 'not stated'}" for r in readings
-        )
-        raise InputError(
-            f"{slot} ({given}) has two georeferencings that disagree — {described}. GDAL would use the "
-            f"{SOURCE_FILES.get(georef['source_used'] or '', 'first')} one, silently; MapSmith will not compute on "
-            "a grid whose position depends on which file is read",
-            code="GEOREF_CONFLICT",
-            evidence={"argument": slot, "path": given, "readings": readings, "gdal_default": georef["source_used"]},
-            hint="remove (or fix) the sidecar if the GeoTIFF's own tags are right, or run the server with "
-            "GDAL_GEOREF_SOURCES=INTERNAL to use the tags (GDAL_GEOREF_SOURCES=PAM,INTERNAL to let the sidecar "
-            "win); the manifest records the choice. describe_dataset lists both readings",
-        )
+    require_one_georeferencing(info, slot)  # the runner checked already; a direct caller gets the same refusal
     if georef["source_used"] and georef["source_used"] != "INTERNAL":
         ctx.input_environment.setdefault(slot, {})["x-mapsmith:georeferencing_from"] = SOURCE_FILES[
             georef["source_used"]
         ]
     if info.crs_wkt is None:
         raise InputError(
-            f"{slot} ({given}) declares no CRS", code="CRS_REQUIRED", evidence={"argument": slot, "path": given},
+            f"{slot} ({given}) declares no CRS",
+            code="CRS_REQUIRED",
+            evidence={"argument": slot, "path": given},
             hint="assign the CRS the raster was made in; MapSmith will not guess one",
         )
-    if georef["source_used"] is None:
-        raise InputError(
-            f"{slot} ({given}) has no geotransform (it may be positioned by ground control points only)",
-            code="RASTER_NOT_GEOREFERENCED",
-            evidence={"argument": slot, "path": given},
-            hint="warp it to a regular grid first (gdalwarp), then pass the result",
-        )
     t = Affine.from_gdal(*grid["transform"])
-    if grid["rotated"]:
-        raise InputError(
-            f"{slot} ({given}) has a rotated geotransform {grid['transform']}: rows and columns are not "
-            "aligned with the CRS axes, so cell sizes, slopes and distances computed on the array would be wrong",
-            code="RASTER_ROTATED",
-            evidence={"argument": slot, "path": given, "transform": grid["transform"]},
-            hint="resample it onto a north-up grid first with reproject_raster (same target_crs), then pass that",
-        )
     disclosures = []
     flipped = False
     if grid["south_up"]:
@@ -432,18 +409,12 @@ def open_grid(ctx: RunContext, slot: str = "input_path") -> Grid:
 
 
 def require_projected(ctx: RunContext, grid: Grid, what: str) -> None:
-    """Refuse a grid whose cells are degrees where ``what`` needs metres."""
+    """Refuse a grid whose cells are degrees where ``what`` needs metres (the runner refuses first for
+    contracts that declare ``needs_projected_crs``), and record the analysis CRS."""
     from mapsmith.crs import crs_label, linear_unit_metres
+    from mapsmith.verify import require_projected_grid
 
-    if grid.crs.is_geographic:
-        raise InputError(
-            f"{what} needs cells measured in metres; {grid.slot} is in {crs_label(grid.crs)}, whose cells are "
-            f"{grid.cell_size[0]:g} x {grid.cell_size[1]:g} degrees, and a degree is not a metre",
-            code="RASTER_GEOGRAPHIC_CRS",
-            evidence={"argument": grid.slot, "crs": crs_label(grid.crs), "cell_size": list(grid.cell_size)},
-            hint="reproject_raster to a projected CRS first (e.g. the UTM zone of the data, EPSG:326xx), "
-            "choosing the resampling method (bilinear for elevation)",
-        )
+    require_projected_grid(ctx.inputs[grid.slot], grid.slot, what)
     unit = linear_unit_metres(grid.crs)
     ctx.crs_decisions.setdefault("analysis_crs", crs_label(grid.crs))
     ctx.crs_decisions.setdefault(
@@ -465,11 +436,12 @@ def write_raster(
     band_names: Sequence[str] | None = None,
     value_range: tuple[float | None, float | None] | None = None,
     tags: dict[str, str] | None = None,
+    scales: Sequence[float] | None = None,
+    offsets: Sequence[float] | None = None,
 ) -> None:
     """Write ``data`` (2-D, or 3-D bands-first; masked cells become ``nodata``) to ``ctx.temp_output``
     as a tiled DEFLATE GeoTIFF without a predictor, and tell the runner what grid it meant to write."""
     import numpy as np
-    import rasterio
 
     if ctx.temp_output is None or ctx.output_path is None:
         raise OutputError("this operation writes no dataset", code="OUTPUT_NOT_EXPECTED")
@@ -502,12 +474,9 @@ def write_raster(
     }
     if width >= 256 and height >= 256:
         profile.update(tiled=True, blockxsize=256, blockysize=256)
-    with rasterio.Env(GDAL_PAM_ENABLED="NO"), rasterio.open(ctx.temp_output, "w", **profile) as dst:
-        dst.write(array)
-        for i, name in enumerate(band_names or ()):
-            dst.set_band_description(i + 1, name)
-        if tags:
-            dst.update_tags(**tags)
+    names, extra = band_names or (), tags or {}
+    scaling = (tuple(scales or ()), tuple(offsets or ()))
+    _commit_bytes(ctx.temp_output, lambda path: _write_geotiff(path, array, profile, names, extra, scaling))
     ctx.expected_grid = {
         "width": width,
         "height": height,
@@ -515,3 +484,56 @@ def write_raster(
         "nodata": nodata,
         "value_range": list(value_range) if value_range is not None else None,
     }
+
+
+def adopt_engine_output(
+    ctx: RunContext,
+    produced: Path,
+    *,
+    transform: Affine,
+    nodata: float | None,
+    value_range: tuple[float | None, float | None] | None = None,
+) -> None:
+    """Move a GeoTIFF an engine wrote (in a folder beside the output) into ``ctx.temp_output``, and
+    tell the runner the grid it must have: the grid the engine was given, not the one it claims."""
+    if ctx.temp_output is None:
+        raise OutputError("this operation writes no dataset", code="OUTPUT_NOT_EXPECTED")
+    with _quiet_open(produced) as ds:
+        width, height = ds.width, ds.height
+    _commit_bytes(ctx.temp_output, lambda path: os.replace(produced, path))
+    ctx.expected_grid = {
+        "width": width,
+        "height": height,
+        "transform": _transform_list(transform),
+        "nodata": nodata,
+        "value_range": list(value_range) if value_range is not None else None,
+    }
+
+
+def _commit_bytes(path: Path, produce: Callable[[Path], None]) -> None:
+    """The one place a raster output's bytes reach the temporary output path (tests sabotage it here)."""
+    produce(path)
+
+
+def _write_geotiff(
+    path: Path,
+    array: Any,
+    profile: dict[str, Any],
+    band_names: Sequence[str],
+    tags: dict[str, str],
+    scaling: tuple[tuple[float, ...], tuple[float, ...]] = ((), ()),
+) -> None:
+    """A raster output's bytes, in the file itself: no ``.aux.xml`` sidecar for names, tags or scaling."""
+    import rasterio
+
+    with rasterio.Env(GDAL_PAM_ENABLED="NO"), rasterio.open(path, "w", **profile) as dst:
+        dst.write(array)
+        for i, name in enumerate(band_names):
+            dst.set_band_description(i + 1, name)
+        if tags:
+            dst.update_tags(**tags)
+        scales, offsets = scaling
+        if scales:
+            dst.scales = scales
+        if offsets:
+            dst.offsets = offsets

@@ -107,8 +107,22 @@ def _describe_raster(ctx: RunContext, path: Path) -> None:
         "path": ctx.arguments["input_path"],
         "kind": "raster",
         "described": described,
-        "grid": {k: grid[k] for k in ("width", "height", "count", "transform", "res", "north_up", "south_up",
-                                      "rotated", "area_or_point", "compression", "predictor")},
+        "grid": {
+            k: grid[k]
+            for k in (
+                "width",
+                "height",
+                "count",
+                "transform",
+                "res",
+                "north_up",
+                "south_up",
+                "rotated",
+                "area_or_point",
+                "compression",
+                "predictor",
+            )
+        },
         "bands": bands,
         "georeferencing": georef,
     }
