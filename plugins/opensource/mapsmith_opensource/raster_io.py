@@ -133,7 +133,8 @@ def inspect_raster(path: Path, *, statistics: bool = False) -> DatasetInfo:
     from mapsmith_opensource.io import _lonlat_bounds
 
     try:
-        ds = _quiet_open(path)
+        # Statistics decode every block: on every core (GDAL reads the option when the file is opened).
+        ds = _quiet_open(path, **({"GDAL_NUM_THREADS": "ALL_CPUS"} if statistics else {}))
     except Exception as exc:
         raise _unreadable(path, exc) from exc
     with ds:
@@ -172,7 +173,10 @@ def inspect_raster(path: Path, *, statistics: bool = False) -> DatasetInfo:
             },
         }
         if statistics:
-            grid["statistics"] = band_statistics(ds)
+            import rasterio
+
+            with rasterio.Env(GDAL_NUM_THREADS="ALL_CPUS"):
+                grid["statistics"] = band_statistics(ds)
     return DatasetInfo(
         path=str(path),
         kind="raster",
@@ -209,22 +213,34 @@ def _windows(ds: Any) -> Iterator[Any]:
 
 def band_statistics(ds: Any) -> list[dict[str, Any]]:
     """min, max, mean, standard deviation and valid-cell count of every band, read in row blocks
-    (nodata and NaN excluded), so a large raster is never held whole."""
+    (nodata, NaN and any mask band excluded), so a large raster is never held whole. A band masked by
+    nodata alone is read as a plain array (masked arrays cost twice the time on a large grid). Run it
+    with ``GDAL_NUM_THREADS`` set, from the open on, to decode blocks on every core."""
     import numpy as np
+    from rasterio.enums import MaskFlags
 
     out = []
     for band in range(1, ds.count + 1):
+        flags = set(ds.mask_flag_enums[band - 1])
+        plain = not flags & {MaskFlags.per_dataset, MaskFlags.alpha}
+        nodata = ds.nodatavals[band - 1]
         n, total, total_sq = 0, 0.0, 0.0
         low, high = math.inf, -math.inf
         for window in _windows(ds):
-            data = ds.read(band, window=window, masked=True)
-            values = data.compressed().astype("float64")
-            values = values[~np.isnan(values)]
+            if plain:
+                data = ds.read(band, window=window)
+                keep = np.ones(data.shape, bool) if nodata is None else data != nodata
+                if data.dtype.kind == "f":
+                    keep &= ~np.isnan(data)
+                values = data[keep].astype("float64")
+            else:
+                values = ds.read(band, window=window, masked=True).compressed().astype("float64")
+                values = values[~np.isnan(values)]
             if values.size == 0:
                 continue
             n += values.size
             total += float(values.sum())
-            total_sq += float(np.square(values).sum())
+            total_sq += float(np.dot(values, values))
             low, high = min(low, float(values.min())), max(high, float(values.max()))
         mean = total / n if n else None
         stdev = math.sqrt(max(total_sq / n - mean * mean, 0.0)) if n and mean is not None else None
