@@ -20,8 +20,8 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def demo(session: nox.Session) -> None:
-    """The README's worked example, through a real MCP client over stdio, on the embedded data."""
-    session.install(".")
+    """The README's worked example, through a real MCP client over stdio, on data it builds."""
+    session.install(".[raster]")
     session.run("mapsmith", "example")
 
 

@@ -251,7 +251,7 @@ def breakdown(stats: pstats.Stats) -> dict[str, Any]:
     probes = builtin("get_value", caller="read_input") + builtin("is_cell_nodata", caller="read_input")
     compute = cum("mapsmith_opensource/whitebox_engine.py", "call")
     write_output = cum("mapsmith_opensource/whitebox_engine.py", "write_output")
-    wbe_write = builtin("write_raster", caller="write_output")
+    wbe_write = builtin("write_raster", caller="produce_file")
     adopt = cum("mapsmith_opensource/raster_io.py", "adopt_engine_output")
     verify = cum("mapsmith/runner.py", "_verify_raster")
     input_digest = cum("mapsmith/app.py", "digest")
@@ -264,7 +264,7 @@ def breakdown(stats: pstats.Stats) -> dict[str, Any]:
         "Whitebox write (tiled DEFLATE)": wbe_write,
     }
     overhead = {
-        "read check: the whole band read by GDAL to compare 97 cells": grid_read,
+        "read check: 97 cells read one by one by GDAL": grid_read,
         "read check: other": max(read_input - grid_read - wbe_read - probes, 0.0),
         "edge rings blanked and grid compared (rasterio r+)": max(write_output - wbe_write - adopt, 0.0),
         "output moved into place": adopt,

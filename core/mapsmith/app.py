@@ -167,6 +167,38 @@ class MapSmith:
             "lineage": self._relative_records(lineage_to_dict(walk_lineage(resolved, search))),
         }
 
+    # -- plans, lineage, replay (mapsmith.plans, mapsmith.provenance.replay) -------------------
+
+    def validate_plan(self, plan: Mapping[str, Any]) -> dict[str, Any]:
+        """Every finding about a plan, without touching any input beyond its header."""
+        from mapsmith.plans.validate import validate_plan
+
+        return validate_plan(self, plan).to_dict()
+
+    def explain_plan(self, plan: Mapping[str, Any]) -> dict[str, Any]:
+        from mapsmith.plans.explain import explain_plan
+
+        return explain_plan(self, plan)
+
+    def execute_plan(
+        self, plan: Mapping[str, Any], progress: Callable[[float, str], None] | None = None
+    ) -> dict[str, Any]:
+        """Validate, then run every step through the same path as ``run``; the plan manifest is written
+        beside the final output. A step that fails stops the plan: the reply says which."""
+        from mapsmith.plans.execute import execute_plan
+
+        return execute_plan(self, plan, progress).to_dict()
+
+    def get_lineage(self, path: str) -> dict[str, Any]:
+        from mapsmith.provenance.replay import get_lineage
+
+        return get_lineage(self, path)
+
+    def replay(self, path: str) -> dict[str, Any]:
+        from mapsmith.provenance.replay import replay
+
+        return replay(self, path)
+
     def _relative_records(self, node: dict[str, Any]) -> dict[str, Any]:
         """Record paths as the workspace shows them, not as absolute host paths."""
         for hop in node.get("producers", []):

@@ -22,12 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("info", help="print server_info as JSON and exit")
     example = sub.add_parser("example", help="run the worked example through a real MCP client over stdio")
     example.add_argument("--workdir", help="folder to use as the example's workspace")
+    example.add_argument("--write-docs", metavar="PATH", help="also write the worked-example page to PATH")
     args = parser.parse_args(argv)
 
     if args.command == "example":
-        from mapsmith.examples.river_parcels import main as example_main
+        from mapsmith.examples.worked_example import main as example_main
 
-        return example_main(["--workdir", args.workdir] if args.workdir else [])
+        forwarded = ["--workdir", args.workdir] if args.workdir else []
+        return example_main(forwarded + (["--write-docs", args.write_docs] if args.write_docs else []))
 
     try:
         from mapsmith.app import MapSmith

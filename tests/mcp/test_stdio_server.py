@@ -33,7 +33,17 @@ pytestmark = pytest.mark.mcp
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_DATA = REPO / "core" / "mapsmith" / "examples" / "data"
-SERVICE_TOOLS = {"server_info", "list_operations", "run_operation", "get_provenance"}
+SERVICE_TOOLS = {
+    "server_info",
+    "list_operations",
+    "run_operation",
+    "get_provenance",
+    "validate_plan",
+    "explain_plan",
+    "execute_plan",
+    "get_lineage",
+    "replay",
+}
 DEDICATED_TOOLS = {
     "describe_dataset",
     "reproject_layer",

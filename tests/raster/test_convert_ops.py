@@ -22,15 +22,24 @@ X0, Y0 = 500_000.0, 5_000_000.0  # the south-west corner every test grid is laid
 UTM = "EPSG:32610"
 
 
-def write_raster(path: Path, array, *, top: float, left: float = X0, cell: float = 10.0, crs: str = UTM,
-                 nodata=None) -> Path:
+def write_raster(
+    path: Path, array, *, top: float, left: float = X0, cell: float = 10.0, crs: str = UTM, nodata=None
+) -> Path:
     import rasterio
     from rasterio.transform import from_origin
 
     array = np.asarray(array)
     with rasterio.open(
-        path, "w", driver="GTiff", width=array.shape[1], height=array.shape[0], count=1, dtype=array.dtype.name,
-        crs=crs, transform=from_origin(left, top, cell, cell), nodata=nodata,
+        path,
+        "w",
+        driver="GTiff",
+        width=array.shape[1],
+        height=array.shape[0],
+        count=1,
+        dtype=array.dtype.name,
+        crs=crs,
+        transform=from_origin(left, top, cell, cell),
+        nodata=nodata,
     ) as dst:
         dst.write(array, 1)
     return path
@@ -40,8 +49,13 @@ def read_raster(path: Path) -> tuple[np.ndarray, dict]:
     import rasterio
 
     with rasterio.open(path) as ds:
-        return ds.read(1), {"nodata": ds.nodata, "dtype": ds.dtypes[0], "transform": ds.transform,
-                            "crs": ds.crs.to_epsg(), "shape": (ds.height, ds.width)}
+        return ds.read(1), {
+            "nodata": ds.nodata,
+            "dtype": ds.dtypes[0],
+            "transform": ds.transform,
+            "crs": ds.crs.to_epsg(),
+            "shape": (ds.height, ds.width),
+        }
 
 
 def manifest(workspace: Path, name: str) -> dict:
@@ -161,8 +175,10 @@ def test_rasterize_box_centre_rule_and_all_touched(app, workspace: Path) -> None
     like = like_grid(workspace, 10, 10)
     write_layer(workspace / "b.gpkg", [box(X0 + 12, Y0 + 12, X0 + 44, Y0 + 44)], UTM, id=[1])
     app.run("rasterize_layer", {"input_path": "b.gpkg", "like_path": like, "output_path": "centre.tif"})
-    app.run("rasterize_layer", {"input_path": "b.gpkg", "like_path": like, "all_touched": True,
-                                "output_path": "touched.tif"})
+    app.run(
+        "rasterize_layer",
+        {"input_path": "b.gpkg", "like_path": like, "all_touched": True, "output_path": "touched.tif"},
+    )
     centre, meta = read_raster(workspace / "centre.tif")
     touched, _ = read_raster(workspace / "touched.tif")
     expected = np.zeros((10, 10), dtype="uint8")
@@ -186,10 +202,13 @@ def test_rasterize_field_replace_and_add(app, workspace: Path) -> None:
     a = box(X0, Y0 + 10, X0 + 20, Y0 + 30)
     b = box(X0 + 10, Y0, X0 + 30, Y0 + 20)
     write_layer(workspace / "ab.gpkg", [a, b], UTM, value=[10.0, 20.0])
-    result = app.run("rasterize_layer", {"input_path": "ab.gpkg", "like_path": like, "field": "value",
-                                         "output_path": "replace.tif"})
-    app.run("rasterize_layer", {"input_path": "ab.gpkg", "like_path": like, "field": "value", "merge_alg": "add",
-                                "output_path": "add.tif"})
+    result = app.run(
+        "rasterize_layer", {"input_path": "ab.gpkg", "like_path": like, "field": "value", "output_path": "replace.tif"}
+    )
+    app.run(
+        "rasterize_layer",
+        {"input_path": "ab.gpkg", "like_path": like, "field": "value", "merge_alg": "add", "output_path": "add.tif"},
+    )
     n = -9999.0
     replace, meta = read_raster(workspace / "replace.tif")
     assert replace.tolist() == [[10, 10, n], [10, 20, 20], [n, 20, 20]]
@@ -206,8 +225,9 @@ def test_rasterize_on_cell_size_snaps_the_layer_extent(app, workspace: Path) -> 
     a = box(X0, Y0 + 10, X0 + 20, Y0 + 30)
     b = box(X0 + 10, Y0, X0 + 30, Y0 + 20)
     write_layer(workspace / "ab.gpkg", [a, b], UTM, value=[10.0, 20.0])
-    app.run("rasterize_layer", {"input_path": "ab.gpkg", "cell_size_meters": 10, "field": "value",
-                                "output_path": "r.tif"})
+    app.run(
+        "rasterize_layer", {"input_path": "ab.gpkg", "cell_size_meters": 10, "field": "value", "output_path": "r.tif"}
+    )
     values, meta = read_raster(workspace / "r.tif")
     assert meta["shape"] == (3, 3)
     assert (meta["transform"].c, meta["transform"].f, meta["transform"].a) == (X0, Y0 + 30, 10.0)
@@ -234,13 +254,15 @@ def test_points_on_the_grid_edge_are_not_lost(app, workspace: Path) -> None:
 def test_a_feature_that_burns_no_cell_is_named(app, workspace: Path) -> None:
     # A 2 x 2 m square at (1..3, 1..3) inside cell (row 2, col 0) misses its centre (5, 5).
     like = like_grid(workspace, 3, 3)
-    write_layer(workspace / "t.gpkg", [box(X0 + 1, Y0 + 1, X0 + 3, Y0 + 3), box(X0 + 10, Y0, X0 + 30, Y0 + 30)],
-                UTM, id=[1, 2])
+    write_layer(
+        workspace / "t.gpkg", [box(X0 + 1, Y0 + 1, X0 + 3, Y0 + 3), box(X0 + 10, Y0, X0 + 30, Y0 + 30)], UTM, id=[1, 2]
+    )
     result = app.run("rasterize_layer", {"input_path": "t.gpkg", "like_path": like, "output_path": "r.tif"})
     (warning,) = [w for w in result.warnings if w["code"] == "FEATURES_NOT_BURNED"]
     assert "[0]" in warning["message"] and "all_touched" in warning["hint"]
-    result = app.run("rasterize_layer", {"input_path": "t.gpkg", "like_path": like, "all_touched": True,
-                                         "output_path": "s.tif"})
+    result = app.run(
+        "rasterize_layer", {"input_path": "t.gpkg", "like_path": like, "all_touched": True, "output_path": "s.tif"}
+    )
     assert not [w for w in result.warnings if w["code"] == "FEATURES_NOT_BURNED"]
     values, _ = read_raster(workspace / "s.tif")
     assert values[2, 0] == 1
@@ -254,8 +276,7 @@ def test_rasterize_transforms_the_layer_to_like_paths_crs(app, workspace: Path) 
     like = like_grid(workspace, 10, 10)
     to_lonlat = Transformer.from_crs(UTM, "EPSG:4326", always_xy=True)
     corners = [(X0 + 12, Y0 + 12), (X0 + 44, Y0 + 12), (X0 + 44, Y0 + 44), (X0 + 12, Y0 + 44)]
-    write_layer(workspace / "ll.gpkg", [Polygon([to_lonlat.transform(x, y) for x, y in corners])], "EPSG:4326",
-                id=[1])
+    write_layer(workspace / "ll.gpkg", [Polygon([to_lonlat.transform(x, y) for x, y in corners])], "EPSG:4326", id=[1])
     app.run("rasterize_layer", {"input_path": "ll.gpkg", "like_path": like, "output_path": "r.tif"})
     values, meta = read_raster(workspace / "r.tif")
     expected = np.zeros((10, 10), dtype="uint8")
@@ -301,14 +322,15 @@ def test_rasterize_refuses_text_fields_and_nodata_collisions(app, workspace: Pat
     like = like_grid(workspace, 3, 3)
     write_layer(workspace / "b.gpkg", [box(X0, Y0, X0 + 30, Y0 + 30)], UTM, name=["a"], v=[-9999.0])
     with pytest.raises(InputError) as err:
-        app.run("rasterize_layer", {"input_path": "b.gpkg", "like_path": like, "field": "name",
-                                    "output_path": "o.tif"})
+        app.run("rasterize_layer", {"input_path": "b.gpkg", "like_path": like, "field": "name", "output_path": "o.tif"})
     assert err.value.code == "FIELD_NOT_NUMERIC"
     with pytest.raises(InputError) as err:
         app.run("rasterize_layer", {"input_path": "b.gpkg", "like_path": like, "field": "v", "output_path": "o.tif"})
     assert err.value.code == "NODATA_COLLIDES" and err.value.evidence["cells"] == 9
-    app.run("rasterize_layer", {"input_path": "b.gpkg", "like_path": like, "field": "v", "nodata": -1,
-                                "output_path": "o.tif"})
+    app.run(
+        "rasterize_layer",
+        {"input_path": "b.gpkg", "like_path": like, "field": "v", "nodata": -1, "output_path": "o.tif"},
+    )
     values, meta = read_raster(workspace / "o.tif")
     assert (values == -9999).all() and meta["nodata"] == -1
 
@@ -361,8 +383,10 @@ def test_distance_inside_a_polygon_is_zero_and_outside_is_to_its_edge(app, works
     assert d[0, 3] == pytest.approx(15) and d[4, 4] == pytest.approx(25 * math.sqrt(2), abs=1e-4)
     # A polygon covering the grid with a hole x 10..40, y 10..40: the centre cell (25, 25) lies in the
     # hole, 15 m from the hole's ring; the ring of cells around it (e.g. (1, 1) at (15, 35)) is 5 m from it.
-    holed = Polygon([(X0, Y0), (X0 + 50, Y0), (X0 + 50, Y0 + 50), (X0, Y0 + 50)],
-                    [[(X0 + 10, Y0 + 10), (X0 + 40, Y0 + 10), (X0 + 40, Y0 + 40), (X0 + 10, Y0 + 40)]])
+    holed = Polygon(
+        [(X0, Y0), (X0 + 50, Y0), (X0 + 50, Y0 + 50), (X0, Y0 + 50)],
+        [[(X0 + 10, Y0 + 10), (X0 + 40, Y0 + 10), (X0 + 40, Y0 + 40), (X0 + 10, Y0 + 40)]],
+    )
     write_layer(workspace / "holed.gpkg", [holed], UTM, id=[1])
     app.run("euclidean_distance", {"input_path": "holed.gpkg", "like_path": like, "output_path": "h.tif"})
     h, _ = read_raster(workspace / "h.tif")
@@ -386,8 +410,9 @@ def test_distance_on_cell_size_and_the_size_cap(app, workspace: Path) -> None:
 
 
 def test_distance_on_a_geographic_grid_is_refused(app, workspace: Path) -> None:
-    write_raster(workspace / "ll.tif", np.zeros((3, 3), dtype="float32"), top=46.0, left=-122.0, cell=0.001,
-                 crs="EPSG:4326")
+    write_raster(
+        workspace / "ll.tif", np.zeros((3, 3), dtype="float32"), top=46.0, left=-122.0, cell=0.001, crs="EPSG:4326"
+    )
     write_layer(workspace / "s.gpkg", [Point(-121.999, 45.999)], "EPSG:4326", id=[1])
     with pytest.raises(MapSmithError) as err:
         app.run("euclidean_distance", {"input_path": "s.gpkg", "like_path": "ll.tif", "output_path": "d.tif"})
@@ -400,8 +425,9 @@ def test_distance_in_a_foot_crs_is_written_in_metres(app, workspace: Path) -> No
     # EPSG:2272 (Pennsylvania South, US survey feet): a source 100 ft east of a cell centre is
     # 100 * 1200/3937 = 30.4801 m away.
     left, top = 2_600_000.0, 240_000.0
-    write_raster(workspace / "ft.tif", np.zeros((1, 2), dtype="float32"), top=top, left=left, cell=100.0,
-                 crs="EPSG:2272")
+    write_raster(
+        workspace / "ft.tif", np.zeros((1, 2), dtype="float32"), top=top, left=left, cell=100.0, crs="EPSG:2272"
+    )
     write_layer(workspace / "s.gpkg", [Point(left + 50, top - 50)], "EPSG:2272", id=[1])
     app.run("euclidean_distance", {"input_path": "s.gpkg", "like_path": "ft.tif", "output_path": "d.tif"})
     d, _ = read_raster(workspace / "d.tif")
@@ -434,8 +460,10 @@ def _two_samples(workspace: Path, extra: bool = False) -> None:
 def test_idw_two_samples(app, workspace: Path, power: float, expected: list) -> None:
     _two_samples(workspace, extra=True)
     like = like_grid(workspace, 1, 5)
-    result = app.run("idw_interpolation", {"input_path": "s.gpkg", "like_path": like, "field": "value",
-                                           "power": power, "output_path": "i.tif"})
+    result = app.run(
+        "idw_interpolation",
+        {"input_path": "s.gpkg", "like_path": like, "field": "value", "power": power, "output_path": "i.tif"},
+    )
     z, meta = read_raster(workspace / "i.tif")
     assert z[0].tolist() == pytest.approx(expected, abs=1e-5)
     assert meta["dtype"] == "float32"
@@ -449,8 +477,9 @@ def test_idw_two_samples(app, workspace: Path, power: float, expected: list) -> 
 def test_idw_on_cell_size_gives_the_same_grid(app, workspace: Path) -> None:
     # Samples at x 5 and 45, y 5: the extent snaps to x 0..50 (5 columns) and y 0..10 (1 row).
     _two_samples(workspace)
-    app.run("idw_interpolation", {"input_path": "s.gpkg", "cell_size_meters": 10, "field": "value",
-                                  "output_path": "i.tif"})
+    app.run(
+        "idw_interpolation", {"input_path": "s.gpkg", "cell_size_meters": 10, "field": "value", "output_path": "i.tif"}
+    )
     z, meta = read_raster(workspace / "i.tif")
     assert meta["shape"] == (1, 5) and (meta["transform"].c, meta["transform"].f) == (X0, Y0 + 10)
     assert z[0].tolist() == pytest.approx([10.0, 11.0, 15.0, 19.0, 20.0], abs=1e-5)
@@ -461,8 +490,16 @@ def test_idw_search_radius_leaves_far_cells_empty(app, workspace: Path) -> None:
     # (both 20 m away) -> nodata; the cells at 35 and 45 see only the 20.
     _two_samples(workspace)
     like = like_grid(workspace, 1, 5)
-    result = app.run("idw_interpolation", {"input_path": "s.gpkg", "like_path": like, "field": "value",
-                                           "search_radius_meters": 15, "output_path": "i.tif"})
+    result = app.run(
+        "idw_interpolation",
+        {
+            "input_path": "s.gpkg",
+            "like_path": like,
+            "field": "value",
+            "search_radius_meters": 15,
+            "output_path": "i.tif",
+        },
+    )
     z, meta = read_raster(workspace / "i.tif")
     assert meta["nodata"] == -9999
     assert z[0].tolist() == pytest.approx([10.0, 10.0, -9999.0, 20.0, 20.0])
@@ -473,8 +510,10 @@ def test_idw_search_radius_leaves_far_cells_empty(app, workspace: Path) -> None:
 def test_idw_nearest_one_is_nearest_neighbour(app, workspace: Path) -> None:
     _two_samples(workspace)
     like = like_grid(workspace, 1, 5)
-    app.run("idw_interpolation", {"input_path": "s.gpkg", "like_path": like, "field": "value", "max_points": 1,
-                                  "output_path": "i.tif"})
+    app.run(
+        "idw_interpolation",
+        {"input_path": "s.gpkg", "like_path": like, "field": "value", "max_points": 1, "output_path": "i.tif"},
+    )
     z, _ = read_raster(workspace / "i.tif")
     assert z[0, [0, 1, 3, 4]].tolist() == [10.0, 10.0, 20.0, 20.0]
 
@@ -488,8 +527,10 @@ def test_idw_tiles_agree_with_a_brute_force_search(app, workspace: Path) -> None
     zs = rng.uniform(0, 100, n)
     write_layer(workspace / "s.gpkg", [Point(x, y) for x, y in zip(xs, ys, strict=True)], UTM, value=zs)
     like = like_grid(workspace, 150, 140)
-    app.run("idw_interpolation", {"input_path": "s.gpkg", "like_path": like, "field": "value", "max_points": 5,
-                                  "output_path": "i.tif"})
+    app.run(
+        "idw_interpolation",
+        {"input_path": "s.gpkg", "like_path": like, "field": "value", "max_points": 5, "output_path": "i.tif"},
+    )
     z, _ = read_raster(workspace / "i.tif")
     rows, cols = np.mgrid[0:150, 0:140]
     cx, cy = X0 + (cols.ravel() + 0.5) * 10, Y0 + 1500 - (rows.ravel() + 0.5) * 10
@@ -506,21 +547,26 @@ def test_idw_refuses_bad_fields(app, workspace: Path) -> None:
     _two_samples(workspace)
     like = like_grid(workspace, 1, 5)
     with pytest.raises(InputError) as err:
-        app.run("idw_interpolation", {"input_path": "s.gpkg", "like_path": like, "field": "name",
-                                      "output_path": "i.tif"})
+        app.run(
+            "idw_interpolation", {"input_path": "s.gpkg", "like_path": like, "field": "name", "output_path": "i.tif"}
+        )
     assert err.value.code == "FIELD_NOT_NUMERIC"
     with pytest.raises(InputError) as err:
-        app.run("idw_interpolation", {"input_path": "s.gpkg", "like_path": like, "field": "valu",
-                                      "output_path": "j.tif"})
+        app.run(
+            "idw_interpolation", {"input_path": "s.gpkg", "like_path": like, "field": "valu", "output_path": "j.tif"}
+        )
     assert err.value.code == "FIELD_NOT_FOUND" and "did you mean 'value'" in err.value.message
     assert not list(workspace.glob("j.tif*"))  # refused before the engine: no failure record
 
 
 def test_idw_on_a_geographic_grid_is_refused(app, workspace: Path) -> None:
-    write_raster(workspace / "ll.tif", np.zeros((3, 3), dtype="float32"), top=46.0, left=-122.0, cell=0.001,
-                 crs="EPSG:4326")
+    write_raster(
+        workspace / "ll.tif", np.zeros((3, 3), dtype="float32"), top=46.0, left=-122.0, cell=0.001, crs="EPSG:4326"
+    )
     write_layer(workspace / "s.gpkg", [Point(-121.999, 45.999)], "EPSG:4326", value=[1.0])
     with pytest.raises(MapSmithError) as err:
-        app.run("idw_interpolation", {"input_path": "s.gpkg", "like_path": "ll.tif", "field": "value",
-                                      "output_path": "i.tif"})
+        app.run(
+            "idw_interpolation",
+            {"input_path": "s.gpkg", "like_path": "ll.tif", "field": "value", "output_path": "i.tif"},
+        )
     assert err.value.code == "RASTER_GEOGRAPHIC_CRS"

@@ -52,8 +52,18 @@ def write_grid(
         array = array[:, ::-1, :]
     else:
         transform = Affine(cell, 0, x0, 0, -cell, y0)
-    with rasterio.open(path, "w", driver="GTiff", width=width, height=height, count=count, dtype=dtype, crs=crs,
-                       transform=transform, nodata=nodata) as dst:
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=width,
+        height=height,
+        count=count,
+        dtype=dtype,
+        crs=crs,
+        transform=transform,
+        nodata=nodata,
+    ) as dst:
         dst.write(array)
         for i, name in enumerate(names or ()):
             dst.set_band_description(i + 1, name)
@@ -79,15 +89,30 @@ def test_clip_by_bounds_keeps_the_top_left_four_cells_on_the_input_grid(app, wor
     # Box x 500000..500020, y 5000020..5000040 is exactly columns 0-1 and rows 0-1: [[1, 2], [5, 6]],
     # top-left corner unchanged.
     write_grid(workspace / "g.tif", GRID16)
-    result = app.run("clip_raster", {"input_path": "g.tif", "min_x": 500_000, "min_y": 5_000_020, "max_x": 500_020,
-                                     "max_y": 5_000_040, "output_path": "out.tif"})
+    result = app.run(
+        "clip_raster",
+        {
+            "input_path": "g.tif",
+            "min_x": 500_000,
+            "min_y": 5_000_020,
+            "max_x": 500_020,
+            "max_y": 5_000_040,
+            "output_path": "out.tif",
+        },
+    )
     data, transform, _, _ = read_out(workspace / "out.tif")
     assert data[0].tolist() == [[1, 2], [5, 6]]
     assert transform.to_gdal() == (X0, 10.0, 0.0, Y0, 0.0, -10.0)
     record = manifest(workspace / "out.tif")
     window = record["parameters"]["x-mapsmith:clip_window"]
-    assert window == {"row_offset": 0, "column_offset": 0, "rows": 2, "columns": 2, "cells_kept": 4,
-                      "cells_outside_mask": 0}
+    assert window == {
+        "row_offset": 0,
+        "column_offset": 0,
+        "rows": 2,
+        "columns": 2,
+        "cells_kept": 4,
+        "cells_outside_mask": 0,
+    }
     assert {c["name"]: c["passed"] for c in result.checks}["values_in_expected_range"]
 
 
@@ -95,8 +120,17 @@ def test_clip_by_bounds_inside_cells_keeps_every_cell_the_box_overlaps(app, work
     # x 500015..500025 overlaps columns 1 and 2; y 5000005..5000015 overlaps rows 2 and 3 (y 5000000..5000020):
     # [[10, 11], [14, 15]], top-left corner moved to (500010, 5000020).
     write_grid(workspace / "g.tif", GRID16)
-    app.run("clip_raster", {"input_path": "g.tif", "min_x": 500_015, "min_y": 5_000_005, "max_x": 500_025,
-                            "max_y": 5_000_015, "output_path": "out.tif"})
+    app.run(
+        "clip_raster",
+        {
+            "input_path": "g.tif",
+            "min_x": 500_015,
+            "min_y": 5_000_005,
+            "max_x": 500_025,
+            "max_y": 5_000_015,
+            "output_path": "out.tif",
+        },
+    )
     data, transform, _, _ = read_out(workspace / "out.tif")
     assert data[0].tolist() == [[10, 11], [14, 15]]
     assert transform.to_gdal() == (500_010.0, 10.0, 0.0, 5_000_020.0, 0.0, -10.0)
@@ -130,8 +164,9 @@ def test_clip_by_polygon_all_touched_keeps_every_cell_the_polygon_touches(app, w
 
     write_grid(workspace / "g.tif", GRID16)
     write_layer(workspace / "tri.gpkg", [Polygon(TRIANGLE)], "EPSG:32610", id=[1])
-    app.run("clip_raster", {"input_path": "g.tif", "mask_path": "tri.gpkg", "all_touched": True,
-                            "output_path": "out.tif"})
+    app.run(
+        "clip_raster", {"input_path": "g.tif", "mask_path": "tri.gpkg", "all_touched": True, "output_path": "out.tif"}
+    )
     data, _, _, _ = read_out(workspace / "out.tif")
     n = NODATA
     assert data[0].filled(n).tolist() == [[1, 2, 3], [5, 6, n], [9, n, n]]
@@ -146,8 +181,9 @@ def test_clip_by_a_mask_in_another_crs_transforms_the_mask_and_records_it(app, w
 
     to_lonlat = Transformer.from_crs(32610, 4326, always_xy=True)
     write_grid(workspace / "g.tif", GRID16)
-    write_layer(workspace / "tri.gpkg", [Polygon([to_lonlat.transform(x, y) for x, y in TRIANGLE])], "EPSG:4326",
-                id=[1])
+    write_layer(
+        workspace / "tri.gpkg", [Polygon([to_lonlat.transform(x, y) for x, y in TRIANGLE])], "EPSG:4326", id=[1]
+    )
     result = app.run("clip_raster", {"input_path": "g.tif", "mask_path": "tri.gpkg", "output_path": "out.tif"})
     data, _, _, _ = read_out(workspace / "out.tif")
     assert data[0].filled(NODATA).tolist() == [[1, 2], [5, NODATA]]
@@ -179,8 +215,17 @@ def test_clip_region_must_be_one_mask_or_four_bounds(app, workspace: Path, extra
 def test_clip_outside_the_raster_is_refused_with_both_extents(app, workspace: Path) -> None:
     write_grid(workspace / "g.tif", GRID16)
     with pytest.raises(InputError) as err:
-        app.run("clip_raster", {"input_path": "g.tif", "min_x": 600_000, "min_y": 5_000_000, "max_x": 600_010,
-                                "max_y": 5_000_010, "output_path": "out.tif"})
+        app.run(
+            "clip_raster",
+            {
+                "input_path": "g.tif",
+                "min_x": 600_000,
+                "min_y": 5_000_000,
+                "max_x": 600_010,
+                "max_y": 5_000_010,
+                "output_path": "out.tif",
+            },
+        )
     assert err.value.code == "CLIP_OUTSIDE_RASTER"
     assert err.value.evidence["raster_bounds"] == [X0, 5_000_000.0, 500_040.0, Y0]
     assert not (workspace / "out.tif").exists()
@@ -198,8 +243,16 @@ def test_reproject_to_the_next_utm_zone_puts_each_cell_where_pyproj_says(app, wo
     from pyproj import Transformer
 
     write_grid(workspace / "g.tif", GRID16)
-    result = app.run("reproject_raster", {"input_path": "g.tif", "target_crs": "EPSG:32611", "resampling": "nearest",
-                                          "cell_size": 5, "output_path": "out.tif"})
+    result = app.run(
+        "reproject_raster",
+        {
+            "input_path": "g.tif",
+            "target_crs": "EPSG:32611",
+            "resampling": "nearest",
+            "cell_size": 5,
+            "output_path": "out.tif",
+        },
+    )
     data, transform, _, ds = read_out(workspace / "out.tif")
     assert ds.crs.to_epsg() == 32611
     assert (abs(transform.a), abs(transform.e)) == (5.0, 5.0)
@@ -221,8 +274,10 @@ def test_reproject_to_the_next_utm_zone_puts_each_cell_where_pyproj_says(app, wo
     record = manifest(workspace / "out.tif")
     assert record["parameters"]["resampling"] == "nearest"
     assert record["crs_decisions"]["x-mapsmith:resampling"] == "nearest"
-    assert (record["crs_decisions"]["source_crs"], record["crs_decisions"]["target_crs"]) == ("EPSG:32610",
-                                                                                            "EPSG:32611")
+    assert (record["crs_decisions"]["source_crs"], record["crs_decisions"]["target_crs"]) == (
+        "EPSG:32610",
+        "EPSG:32611",
+    )
     assert "+zone=11" in record["crs_decisions"]["transformation"]["pipeline"]
     assert record["output"]["crs"] == "EPSG:32611"
     assert {c["name"]: c["passed"] for c in result.checks}["crs_matches"]
@@ -239,16 +294,26 @@ def test_reproject_with_a_cell_size_in_metres_for_a_degree_crs_is_refused(app, w
     # 10 "degrees" is larger than the whole 40 m raster in EPSG:4326: almost surely metres were meant.
     write_grid(workspace / "g.tif", GRID16)
     with pytest.raises(ArgumentError) as err:
-        app.run("reproject_raster", {"input_path": "g.tif", "target_crs": "EPSG:4326", "resampling": "bilinear",
-                                     "cell_size": 10, "output_path": "out.tif"})
+        app.run(
+            "reproject_raster",
+            {
+                "input_path": "g.tif",
+                "target_crs": "EPSG:4326",
+                "resampling": "bilinear",
+                "cell_size": 10,
+                "output_path": "out.tif",
+            },
+        )
     assert err.value.code == "CELL_SIZE_TOO_LARGE" and "degree" in err.value.message
 
 
 def test_reproject_bilinear_stays_within_the_input_range(app, workspace: Path) -> None:
     # Bilinear weights are non-negative and sum to one, so every value lies in 1..16; the check is made.
     write_grid(workspace / "g.tif", GRID16)
-    result = app.run("reproject_raster", {"input_path": "g.tif", "target_crs": "EPSG:4326", "resampling": "bilinear",
-                                          "output_path": "out.tif"})
+    result = app.run(
+        "reproject_raster",
+        {"input_path": "g.tif", "target_crs": "EPSG:4326", "resampling": "bilinear", "output_path": "out.tif"},
+    )
     data, _, _, ds = read_out(workspace / "out.tif")
     assert ds.crs.to_epsg() == 4326
     assert 1 <= data.min() and data.max() <= 16
@@ -263,8 +328,9 @@ def test_resample_10_to_20_metres_by_average(app, workspace: Path) -> None:
     # Each 20 m cell averages a 2 x 2 block: (1+2+5+6)/4 = 3.5, (3+4+7+8)/4 = 5.5,
     # (9+10+13+14)/4 = 11.5, (11+12+15+16)/4 = 13.5. Top-left corner kept.
     write_grid(workspace / "g.tif", GRID16)
-    app.run("resample_raster", {"input_path": "g.tif", "cell_size": 20, "resampling": "average",
-                                "output_path": "out.tif"})
+    app.run(
+        "resample_raster", {"input_path": "g.tif", "cell_size": 20, "resampling": "average", "output_path": "out.tif"}
+    )
     data, transform, _, _ = read_out(workspace / "out.tif")
     assert data[0].tolist() == [[3.5, 5.5], [11.5, 13.5]]
     assert transform.to_gdal() == (X0, 20.0, 0.0, Y0, 0.0, -20.0)
@@ -279,8 +345,9 @@ def test_resample_to_a_size_that_does_not_divide_the_extent(app, workspace: Path
     # (0,0) centre at 15 m, 15 m from the corner -> input cell (1, 1) = 6; the others' centres (45 m) lie
     # outside the input -> nodata; the overhang is disclosed.
     write_grid(workspace / "g.tif", GRID16)
-    result = app.run("resample_raster", {"input_path": "g.tif", "cell_size": 30, "resampling": "nearest",
-                                         "output_path": "out.tif"})
+    result = app.run(
+        "resample_raster", {"input_path": "g.tif", "cell_size": 30, "resampling": "nearest", "output_path": "out.tif"}
+    )
     data, transform, _, _ = read_out(workspace / "out.tif")
     assert data[0].filled(NODATA).tolist() == [[6, NODATA], [NODATA, NODATA]]
     assert transform.to_gdal() == (X0, 30.0, 0.0, Y0, 0.0, -30.0)
@@ -296,8 +363,9 @@ def test_reclassify_by_ranges_and_exact_values(app, workspace: Path) -> None:
     # 1..4 -> 10 (5 excluded); 5..9 -> 20; 10 matches nothing -> nodata (unmatched); 11 -> nodata (rule);
     # 12..16 -> 30. Outputs 10..30 fit uint8, whose nodata is then 255.
     write_grid(workspace / "g.tif", GRID16)
-    result = app.run("reclassify_raster", {"input_path": "g.tif", "table": TABLE, "unmatched": "nodata",
-                                           "output_path": "out.tif"})
+    result = app.run(
+        "reclassify_raster", {"input_path": "g.tif", "table": TABLE, "unmatched": "nodata", "output_path": "out.tif"}
+    )
     data, _, profile, _ = read_out(workspace / "out.tif")
     n = 255
     assert profile["dtype"] == "uint8" and profile["nodata"] == n
@@ -311,8 +379,7 @@ def test_reclassify_by_ranges_and_exact_values(app, workspace: Path) -> None:
 
 def test_reclassify_keep_leaves_unmatched_values(app, workspace: Path) -> None:
     write_grid(workspace / "g.tif", GRID16)
-    app.run("reclassify_raster", {"input_path": "g.tif", "table": TABLE, "unmatched": "keep",
-                                  "output_path": "out.tif"})
+    app.run("reclassify_raster", {"input_path": "g.tif", "table": TABLE, "unmatched": "keep", "output_path": "out.tif"})
     data, _, profile, _ = read_out(workspace / "out.tif")
     assert profile["dtype"] == "uint8"
     assert data[0].filled(255).tolist()[2] == [20, 10, 255, 30]
@@ -323,8 +390,10 @@ def test_reclassify_negative_outputs_choose_a_signed_type(app, workspace: Path) 
     rows = [row[:] for row in GRID16]
     rows[0][0] = NODATA
     write_grid(workspace / "g.tif", rows)
-    app.run("reclassify_raster", {"input_path": "g.tif", "table": "-inf-8:-1, 8-inf:300", "unmatched": "nodata",
-                                  "output_path": "out.tif"})
+    app.run(
+        "reclassify_raster",
+        {"input_path": "g.tif", "table": "-inf-8:-1, 8-inf:300", "unmatched": "nodata", "output_path": "out.tif"},
+    )
     data, _, profile, _ = read_out(workspace / "out.tif")
     assert (profile["dtype"], profile["nodata"]) == ("int16", -32768)
     assert data[0].filled(0).tolist()[:2] == [[0, -1, -1, -1], [-1, -1, -1, 300]]
@@ -334,8 +403,10 @@ def test_reclassify_compares_a_float32_raster_in_its_own_precision(app, workspac
     # float32(0.1) = 0.10000000149 is not the double 0.1; the table's 0.1 means the stored 0.1. A range
     # starting at 0.2 includes the stored 0.2 and excludes the stored 0.1.
     write_grid(workspace / "f.tif", [[0.1, 0.2], [0.3, 0.4]])
-    app.run("reclassify_raster", {"input_path": "f.tif", "table": "0.1:5, 0.2-0.35:6", "unmatched": "nodata",
-                                  "output_path": "out.tif"})
+    app.run(
+        "reclassify_raster",
+        {"input_path": "f.tif", "table": "0.1:5, 0.2-0.35:6", "unmatched": "nodata", "output_path": "out.tif"},
+    )
     data, _, _, _ = read_out(workspace / "out.tif")
     assert data[0].filled(0).tolist() == [[5, 6], [6, 0]]
 
@@ -344,8 +415,10 @@ def test_reclassify_compares_a_float32_raster_in_its_own_precision(app, workspac
 def test_reclassify_refuses_a_bad_table_before_reading(app, workspace: Path, table: str) -> None:
     write_grid(workspace / "g.tif", GRID16)
     with pytest.raises(ArgumentError) as err:
-        app.run("reclassify_raster", {"input_path": "g.tif", "table": table, "unmatched": "nodata",
-                                      "output_path": "out.tif"})
+        app.run(
+            "reclassify_raster",
+            {"input_path": "g.tif", "table": table, "unmatched": "nodata", "output_path": "out.tif"},
+        )
     assert err.value.code == "RECLASS_TABLE_INVALID"
     assert_no_output(workspace, "out.tif")
 
@@ -360,15 +433,25 @@ def test_ndvi_from_named_bands_with_a_division_by_zero(app, workspace: Path) -> 
     # NDVI = (nir - red) / (nir + red): 0.4/0.6 = 0.6667, 0.6/1.0 = 0.6, 0/0.6 = 0, and 0/0 undefined ->
     # nodata, counted and warned about.
     write_grid(workspace / "s.tif", [NIR, RED], names=["nir", "red"])
-    result = app.run("band_math", {"input_paths": ["s.tif"], "bands": "nir=0:nir, red=input_paths[0]:2",
-                                   "expression": "(nir - red) / (nir + red)", "output_path": "out.tif"})
+    result = app.run(
+        "band_math",
+        {
+            "input_paths": ["s.tif"],
+            "bands": "nir=0:nir, red=input_paths[0]:2",
+            "expression": "(nir - red) / (nir + red)",
+            "output_path": "out.tif",
+        },
+    )
     data, _, profile, _ = read_out(workspace / "out.tif")
     assert (profile["dtype"], profile["nodata"]) == ("float32", NODATA)
     assert data[0].filled(NODATA).ravel().tolist() == pytest.approx([2 / 3, 0.6, 0.0, NODATA], abs=1e-6)
     record = manifest(workspace / "out.tif")
     assert record["parameters"]["x-mapsmith:cells_undefined"] == 1
-    assert record["parameters"]["x-mapsmith:band_bindings"]["red"] == {"input": "input_paths[0]", "band": 2,
-                                                                      "band_name": "red"}
+    assert record["parameters"]["x-mapsmith:band_bindings"]["red"] == {
+        "input": "input_paths[0]",
+        "band": 2,
+        "band_name": "red",
+    }
     assert [w["code"] for w in result.warnings] == ["EXPRESSION_UNDEFINED_CELLS"]
     assert {c["name"]: c["passed"] for c in result.checks}["shape_preserved"]
 
@@ -377,8 +460,14 @@ def test_band_math_default_names_functions_and_comparisons(app, workspace: Path)
     # b1 = NIR, b2 = RED. where(b2 > 0.15, max(b1, b2), -1): red > 0.15 at (0,1) and (1,0) -> max 0.8, 0.3;
     # elsewhere -1. Plus (b1 >= 0.5) gives 1 at (0,0), (0,1): [[0, 1.8], [0.3, -1]].
     write_grid(workspace / "s.tif", [NIR, RED])
-    app.run("band_math", {"input_paths": ["s.tif"], "expression": "where(b2 > 0.15, max(b1, b2), -1) + (b1 >= 0.5)",
-                          "output_path": "out.tif"})
+    app.run(
+        "band_math",
+        {
+            "input_paths": ["s.tif"],
+            "expression": "where(b2 > 0.15, max(b1, b2), -1) + (b1 >= 0.5)",
+            "output_path": "out.tif",
+        },
+    )
     data, _, _, _ = read_out(workspace / "out.tif")
     assert data[0].ravel().tolist() == pytest.approx([0.0, 1.8, 0.3, -1.0], abs=1e-6)
 
@@ -387,8 +476,10 @@ def test_band_math_of_two_rasters_masks_nodata_of_either(app, workspace: Path) -
     # a - b on the same grid; the cell that is nodata in b is nodata in the result.
     write_grid(workspace / "a.tif", [[10, 20], [30, 40]])
     write_grid(workspace / "b.tif", [[1, 2], [NODATA, 4]])
-    app.run("band_math", {"input_paths": ["a.tif", "b.tif"], "bands": "a=0:1, b=1:1", "expression": "a - b",
-                          "output_path": "out.tif"})
+    app.run(
+        "band_math",
+        {"input_paths": ["a.tif", "b.tif"], "bands": "a=0:1, b=1:1", "expression": "a - b", "output_path": "out.tif"},
+    )
     data, _, _, _ = read_out(workspace / "out.tif")
     assert data[0].filled(NODATA).tolist() == [[9, 18], [NODATA, 36]]
 
@@ -398,8 +489,15 @@ def test_band_math_refuses_inputs_on_different_grids(app, workspace: Path) -> No
     write_grid(workspace / "a.tif", [[1, 2], [3, 4]])
     write_grid(workspace / "b.tif", [[1, 2], [3, 4]], x0=X0 + 10)
     with pytest.raises(InputError) as err:
-        app.run("band_math", {"input_paths": ["a.tif", "b.tif"], "bands": "a=0:1, b=1:1", "expression": "a + b",
-                              "output_path": "out.tif"})
+        app.run(
+            "band_math",
+            {
+                "input_paths": ["a.tif", "b.tif"],
+                "bands": "a=0:1, b=1:1",
+                "expression": "a + b",
+                "output_path": "out.tif",
+            },
+        )
     assert err.value.code == "GRID_MISMATCH"
     assert err.value.evidence["input_paths[0]"]["transform"][0] == X0
     assert err.value.evidence["input_paths[1]"]["transform"][0] == X0 + 10
@@ -435,8 +533,9 @@ def test_band_math_refuses_anything_outside_the_whitelist(app, workspace: Path, 
 def test_band_math_power_of_constants_is_not_python_integer_arithmetic(app, workspace: Path) -> None:
     # 10 ** 10 ** 10 as Python integers would run for hours; as float64 it is inf in every cell: undefined.
     write_grid(workspace / "s.tif", [NIR, RED])
-    result = app.run("band_math", {"input_paths": ["s.tif"], "expression": "b1 * 0 + 10 ** 10 ** 10",
-                                   "output_path": "out.tif"})
+    result = app.run(
+        "band_math", {"input_paths": ["s.tif"], "expression": "b1 * 0 + 10 ** 10 ** 10", "output_path": "out.tif"}
+    )
     assert manifest(workspace / "out.tif")["parameters"]["x-mapsmith:cells_undefined"] == 4
     assert {c["name"]: c["passed"] for c in result.checks}["result_not_empty"] is False
 
@@ -455,8 +554,13 @@ def test_extract_band_by_name_keeps_type_nodata_scale_and_offset(app, workspace:
     import numpy as np
     import rasterio
 
-    path = write_grid(workspace / "s.tif", [[[1, 2], [3, 4]], [[5, 6], [7, 8]], [[0, 100], [200, 300]]],
-                      dtype="uint16", nodata=0, names=["blue", "green", "nir"])
+    path = write_grid(
+        workspace / "s.tif",
+        [[[1, 2], [3, 4]], [[5, 6], [7, 8]], [[0, 100], [200, 300]]],
+        dtype="uint16",
+        nodata=0,
+        names=["blue", "green", "nir"],
+    )
     with rasterio.Env(GDAL_PAM_ENABLED="NO"), rasterio.open(path, "r+") as ds:
         ds.scales = (1.0, 1.0, 0.0001)
         ds.offsets = (0.0, 0.0, 0.1)
@@ -557,8 +661,10 @@ def test_resample_the_real_dem_to_100_metres(app, workspace: Path) -> None:
     # 520 cells x 23.6997 m = 12,323.8 m -> ceil(123.24) = 124 cells of 100 m each way; averages of
     # elevations stay within the DEM's 652..2534 m.
     shutil.copy(DEM, workspace / "dem.tif")
-    result = app.run("resample_raster", {"input_path": "dem.tif", "cell_size": 100, "resampling": "average",
-                                         "output_path": "out.tif"})
+    result = app.run(
+        "resample_raster",
+        {"input_path": "dem.tif", "cell_size": 100, "resampling": "average", "output_path": "out.tif"},
+    )
     data, transform, profile, _ = read_out(workspace / "out.tif")
     assert data.shape == (1, 124, 124) and profile["dtype"] == "int16"
     assert 652 <= data.min() and data.max() <= 2534

@@ -37,8 +37,16 @@ def write_grid(
 
     array = data if data.ndim == 3 else data[np.newaxis]
     with rasterio.open(
-        path, "w", driver="GTiff", width=array.shape[2], height=array.shape[1], count=array.shape[0],
-        dtype=array.dtype.name, crs=crs, transform=transform, nodata=nodata,
+        path,
+        "w",
+        driver="GTiff",
+        width=array.shape[2],
+        height=array.shape[1],
+        count=array.shape[0],
+        dtype=array.dtype.name,
+        crs=crs,
+        transform=transform,
+        nodata=nodata,
     ) as dst:
         dst.write(array)
         for i, name in enumerate(descriptions or ()):
@@ -57,8 +65,9 @@ def plane_dem(workspace: Path, name: str = "plane.tif") -> Path:
     rows, cols = np.mgrid[0:100, 0:100]
     z = (199.5 + cols - 2 * rows).astype("float32")
     z[50, 50] = -9999
-    return write_grid(workspace / name, z, from_origin(500_000, 5_001_000, 10, 10), nodata=-9999,
-                      descriptions=["elevation"])
+    return write_grid(
+        workspace / name, z, from_origin(500_000, 5_001_000, 10, 10), nodata=-9999, descriptions=["elevation"]
+    )
 
 
 # -- sample_raster_at_points ----------------------------------------------------------------------
@@ -74,8 +83,9 @@ def test_points_on_a_plane_get_the_cell_value_nearest_and_the_plane_value_biline
         Point(500_512, 5_000_495),  # in cell (50, 51) = 199.5+51-100 = 150.5; bilinear needs (50, 50): null
     ]
     write_layer(workspace / "pts.gpkg", points, "EPSG:32610", id=[1, 2, 3, 4, 5])
-    near = app.run("sample_raster_at_points", {"input_path": "pts.gpkg", "raster_path": "plane.tif",
-                                               "output_path": "near.gpkg"})
+    near = app.run(
+        "sample_raster_at_points", {"input_path": "pts.gpkg", "raster_path": "plane.tif", "output_path": "near.gpkg"}
+    )
     out = read(workspace / "near.gpkg")
     assert list(out["id"]) == [1, 2, 3, 4, 5]  # nothing dropped, order kept
     values = out["elevation"].tolist()  # the band's description names the field
@@ -89,8 +99,16 @@ def test_points_on_a_plane_get_the_cell_value_nearest_and_the_plane_value_biline
     assert record["parameters"]["x-mapsmith:sampled_fields"] == {"elevation": 1}
     assert {c["name"] for c in record["verification"]} >= {"feature_count_exact", "crs_matches"}
 
-    app.run("sample_raster_at_points", {"input_path": "pts.gpkg", "raster_path": "plane.tif", "method": "bilinear",
-                                        "field_name": "z", "output_path": "bil.gpkg"})
+    app.run(
+        "sample_raster_at_points",
+        {
+            "input_path": "pts.gpkg",
+            "raster_path": "plane.tif",
+            "method": "bilinear",
+            "field_name": "z",
+            "output_path": "bil.gpkg",
+        },
+    )
     z = read(workspace / "bil.gpkg")["z"].tolist()
     assert z[0] == pytest.approx(198.6, abs=1e-9)  # bilinear is exact on a plane
     assert z[1] == 166.5
@@ -104,8 +122,10 @@ def test_points_in_another_crs_are_sampled_in_the_rasters_and_written_in_their_o
     plane_dem(workspace)
     lon, lat = Transformer.from_crs(32610, 4326, always_xy=True).transform(500_012, 5_000_987)
     write_layer(workspace / "ll.gpkg", [Point(lon, lat)], "EPSG:4326", id=[1])
-    result = app.run("sample_raster_at_points", {"input_path": "ll.gpkg", "raster_path": "plane.tif",
-                                                 "method": "bilinear", "output_path": "ll_z.gpkg"})
+    result = app.run(
+        "sample_raster_at_points",
+        {"input_path": "ll.gpkg", "raster_path": "plane.tif", "method": "bilinear", "output_path": "ll_z.gpkg"},
+    )
     out = read(workspace / "ll_z.gpkg")
     assert out.crs.to_epsg() == 4326
     assert out.geometry.iloc[0].x == pytest.approx(lon, abs=1e-12)
@@ -145,8 +165,10 @@ def test_a_point_registered_arc_second_dem_is_sampled_at_whole_arc_seconds_witho
     ]
     write_layer(workspace / "arc.gpkg", positions, "EPSG:4326", id=[1, 2, 3])
     for method in ("nearest", "bilinear"):
-        app.run("sample_raster_at_points", {"input_path": "arc.gpkg", "raster_path": "pt.tif", "method": method,
-                                            "output_path": f"arc_{method}.gpkg"})
+        app.run(
+            "sample_raster_at_points",
+            {"input_path": "arc.gpkg", "raster_path": "pt.tif", "method": method, "output_path": f"arc_{method}.gpkg"},
+        )
     nearest = read(workspace / "arc_nearest.gpkg")["value"].tolist()  # an undescribed band writes "value"
     bilinear = read(workspace / "arc_bilinear.gpkg")["value"].tolist()
     # Shifted twice, the sample at (2, 3) would read as 253.5 bilinear (half a cell right and down).
@@ -164,37 +186,45 @@ def test_field_collisions_multipoints_and_multiband_names(app, workspace: Path) 
     plane_dem(workspace)
     write_layer(workspace / "has.gpkg", [Point(500_012, 5_000_987)], "EPSG:32610", Elevation=[1.0])
     with pytest.raises(InputError) as err:
-        app.run("sample_raster_at_points", {"input_path": "has.gpkg", "raster_path": "plane.tif",
-                                            "output_path": "x.gpkg"})
+        app.run(
+            "sample_raster_at_points", {"input_path": "has.gpkg", "raster_path": "plane.tif", "output_path": "x.gpkg"}
+        )
     assert err.value.code == "FIELD_EXISTS" and err.value.evidence["field"] == "Elevation"
     assert "field_name" in err.value.hint
 
-    write_layer(workspace / "mp.gpkg", [MultiPoint([(500_012, 5_000_987), (500_555, 5_000_555)])], "EPSG:32610",
-                id=[1])
+    write_layer(workspace / "mp.gpkg", [MultiPoint([(500_012, 5_000_987), (500_555, 5_000_555)])], "EPSG:32610", id=[1])
     with pytest.raises(InputError) as err:
-        app.run("sample_raster_at_points", {"input_path": "mp.gpkg", "raster_path": "plane.tif",
-                                            "output_path": "x.gpkg"})
+        app.run(
+            "sample_raster_at_points", {"input_path": "mp.gpkg", "raster_path": "plane.tif", "output_path": "x.gpkg"}
+        )
     assert err.value.code == "MULTIPOINT_REFUSED" and "explode_layer" in err.value.hint
 
     # Two undescribed int16 bands: band 1 = 7 everywhere, band 2 = -3; fields band_1 and band_2, integers.
     two = np.stack([np.full((4, 4), 7, "int16"), np.full((4, 4), -3, "int16")])
     write_grid(workspace / "two.tif", two, from_origin(500_000, 5_001_000, 10, 10))
     write_layer(workspace / "one.gpkg", [Point(500_015, 5_000_985)], "EPSG:32610", id=[1])
-    result = app.run("sample_raster_at_points", {"input_path": "one.gpkg", "raster_path": "two.tif",
-                                                 "output_path": "both.gpkg"})
+    result = app.run(
+        "sample_raster_at_points", {"input_path": "one.gpkg", "raster_path": "two.tif", "output_path": "both.gpkg"}
+    )
     out = read(workspace / "both.gpkg")
     assert (out["band_1"].iloc[0], out["band_2"].iloc[0]) == (7, -3)
     assert result.answer["fields"] == {"band_1": 1, "band_2": 2}
-    app.run("sample_raster_at_points", {"input_path": "one.gpkg", "raster_path": "two.tif", "band": 2,
-                                        "field_name": "b2", "output_path": "b2.gpkg"})
+    app.run(
+        "sample_raster_at_points",
+        {"input_path": "one.gpkg", "raster_path": "two.tif", "band": 2, "field_name": "b2", "output_path": "b2.gpkg"},
+    )
     assert read(workspace / "b2.gpkg")["b2"].iloc[0] == -3
     with pytest.raises(ArgumentError) as err:
-        app.run("sample_raster_at_points", {"input_path": "one.gpkg", "raster_path": "two.tif",
-                                            "field_name": "b", "output_path": "x.gpkg"})
+        app.run(
+            "sample_raster_at_points",
+            {"input_path": "one.gpkg", "raster_path": "two.tif", "field_name": "b", "output_path": "x.gpkg"},
+        )
     assert err.value.code == "FIELD_NAME_NEEDS_ONE_BAND"
     with pytest.raises(InputError) as err:
-        app.run("sample_raster_at_points", {"input_path": "one.gpkg", "raster_path": "two.tif", "band": 3,
-                                            "output_path": "x.gpkg"})
+        app.run(
+            "sample_raster_at_points",
+            {"input_path": "one.gpkg", "raster_path": "two.tif", "band": 3, "output_path": "x.gpkg"},
+        )
     assert err.value.code == "BAND_NOT_FOUND"
     assert not (workspace / "x.gpkg").exists()
 
@@ -202,8 +232,9 @@ def test_field_collisions_multipoints_and_multiband_names(app, workspace: Path) 
 def test_points_all_off_the_raster_are_kept_null_with_a_warning(app, workspace: Path) -> None:
     plane_dem(workspace)
     write_layer(workspace / "far.gpkg", [Point(600_000, 5_000_500)], "EPSG:32610", id=[1])
-    result = app.run("sample_raster_at_points", {"input_path": "far.gpkg", "raster_path": "plane.tif",
-                                                 "output_path": "far_z.gpkg"})
+    result = app.run(
+        "sample_raster_at_points", {"input_path": "far.gpkg", "raster_path": "plane.tif", "output_path": "far_z.gpkg"}
+    )
     assert math.isnan(read(workspace / "far_z.gpkg")["elevation"].iloc[0])
     assert "NO_VALUES_SAMPLED" in [w["code"] for w in result.warnings]
 
@@ -219,8 +250,9 @@ def test_profile_across_a_plane_is_linear_in_distance_with_ascent_by_hand(app, w
     a = LineString([(500_105, 5_000_905), (500_405, 5_000_505)])
     b = LineString([(500_405, 5_000_505), (500_105, 5_000_905)])
     write_layer(workspace / "lines.gpkg", [a, b], "EPSG:32610", id=[1, 2])
-    result = app.run("elevation_profile", {"input_path": "lines.gpkg", "raster_path": "plane.tif",
-                                           "spacing_meters": 50})
+    result = app.run(
+        "elevation_profile", {"input_path": "lines.gpkg", "raster_path": "plane.tif", "spacing_meters": 50}
+    )
     first, second = result.answer["profiles"]
     assert first["feature_index"] == 0 and first["length_m"] == pytest.approx(500, abs=1e-9)
     assert first["sample_count"] == 11
@@ -241,8 +273,7 @@ def test_profile_across_a_plane_is_linear_in_distance_with_ascent_by_hand(app, w
 
     # 0.1 m spacing: 5,001 samples per line, over the 2,000 an answer holds.
     with pytest.raises(ArgumentError) as err:
-        app.run("elevation_profile", {"input_path": "lines.gpkg", "raster_path": "plane.tif",
-                                      "spacing_meters": 0.1})
+        app.run("elevation_profile", {"input_path": "lines.gpkg", "raster_path": "plane.tif", "spacing_meters": 0.1})
     assert err.value.code == "PROFILE_TOO_MANY_SAMPLES" and "spacing_meters=" in err.value.hint
 
 
@@ -254,11 +285,16 @@ def test_profile_on_a_geographic_line_measures_geodesic_metres(app, workspace: P
     # cell centre, a plane in lon, so bilinear reads 950 at lon -122.05 and 1050 at lon -121.95.
     rows, cols = np.mgrid[0:200, 0:200]
     lon_centre = -122.1 + (cols + 0.5) * 0.001
-    write_grid(workspace / "ll_dem.tif", 1000 + 1000 * (lon_centre + 122), from_origin(-122.1, 46.1, 0.001, 0.001),
-               crs="EPSG:4326")
+    write_grid(
+        workspace / "ll_dem.tif",
+        1000 + 1000 * (lon_centre + 122),
+        from_origin(-122.1, 46.1, 0.001, 0.001),
+        crs="EPSG:4326",
+    )
     write_layer(workspace / "ll_line.gpkg", [LineString([(-122.05, 46.0), (-121.95, 46.02)])], "EPSG:4326", id=[1])
-    result = app.run("elevation_profile", {"input_path": "ll_line.gpkg", "raster_path": "ll_dem.tif",
-                                           "spacing_meters": 250})
+    result = app.run(
+        "elevation_profile", {"input_path": "ll_line.gpkg", "raster_path": "ll_dem.tif", "spacing_meters": 250}
+    )
     expected = Geod(ellps="WGS84").inv(-122.05, 46.0, -121.95, 46.02)[2]  # ~8,000 m
     profile = result.answer["profiles"][0]
     assert profile["length_m"] == pytest.approx(expected, abs=1e-6)
@@ -289,8 +325,13 @@ def flat_strip(workspace: Path, name: str, wall: float | None = None) -> Path:
 # Observer at column 5's centre, target at column 45's, both on row 2 (y 5000025): 400 m apart,
 # sampled every 10 m at cell centres, 39 samples between them. The sight line runs from 101.7
 # (1.7 m eye) to 100 (target on the ground): at the wall (d = 200) it is 101.7 - 1.7/2 = 100.85.
-LOS = {"observer_x": 500_055, "observer_y": 5_000_025, "target_x": 500_455, "target_y": 5_000_025,
-       "earth_curvature": False}
+LOS = {
+    "observer_x": 500_055,
+    "observer_y": 5_000_025,
+    "target_x": 500_455,
+    "target_y": 5_000_025,
+    "earth_curvature": False,
+}
 
 
 @pytest.mark.parametrize(("wall", "visible"), [(None, True), (100.8, True), (100.9, False), (150.0, False)])
@@ -320,8 +361,13 @@ def test_earth_curvature_hides_a_target_20_km_away_over_flat_ground(app, workspa
     # 27.3113 m (a * 20000^2). The ground rises above the sight line where
     # a d (D - d) > 1.7 (1 - d/D), i.e. d > 1.7 / (a D) = 1244.9 m: first obstruction at the 1,300 m sample.
     write_grid(workspace / "flat.tif", np.zeros((3, 202)), from_origin(400_000, 5_000_300, 100, 100))
-    args = {"input_path": "flat.tif", "observer_x": 400_050, "observer_y": 5_000_150, "target_x": 420_050,
-            "target_y": 5_000_150}
+    args = {
+        "input_path": "flat.tif",
+        "observer_x": 400_050,
+        "observer_y": 5_000_150,
+        "target_x": 420_050,
+        "target_y": 5_000_150,
+    }
     curved = app.run("line_of_sight", args).answer
     a = 0.87 / (2 * R_EARTH)
     assert curved["target_curvature_drop_m"] == pytest.approx(a * 20_000**2, rel=1e-12)
@@ -339,8 +385,16 @@ def test_line_of_sight_refuses_degrees_and_points_off_the_dem(app, workspace: Pa
 
     write_grid(workspace / "deg.tif", np.zeros((10, 10)), from_origin(-122, 46, 0.001, 0.001), crs="EPSG:4326")
     with pytest.raises(MapSmithError) as err:
-        app.run("line_of_sight", {"input_path": "deg.tif", "observer_x": -121.9995, "observer_y": 45.9995,
-                                  "target_x": -121.9915, "target_y": 45.9995})
+        app.run(
+            "line_of_sight",
+            {
+                "input_path": "deg.tif",
+                "observer_x": -121.9995,
+                "observer_y": 45.9995,
+                "target_x": -121.9915,
+                "target_y": 45.9995,
+            },
+        )
     assert err.value.code == "RASTER_GEOGRAPHIC_CRS"
     flat_strip(workspace, "strip.tif")
     with pytest.raises(InputError) as err:
@@ -407,8 +461,10 @@ def test_the_mount_st_helens_summit_is_where_its_statistics_say(app, workspace: 
     assert low["value"] == 652
     # Sampling the summit cell's centre, nearest, returns the summit value.
     write_layer(workspace / "summit.gpkg", [Point(answer["cell"]["x"], answer["cell"]["y"])], "EPSG:32610", id=[1])
-    app.run("sample_raster_at_points", {"input_path": "summit.gpkg", "raster_path": "msh.tif",
-                                        "field_name": "z", "output_path": "summit_z.gpkg"})
+    app.run(
+        "sample_raster_at_points",
+        {"input_path": "summit.gpkg", "raster_path": "msh.tif", "field_name": "z", "output_path": "summit_z.gpkg"},
+    )
     assert read(workspace / "summit_z.gpkg")["z"].iloc[0] == 2534
     json.dumps(answer)  # the answer is JSON-able
 
@@ -424,8 +480,9 @@ def test_profile_on_a_web_mercator_line_is_measured_geodesically_not_in_stretche
     to_3857 = Transformer.from_crs(32610, 3857, always_xy=True)
     ends = [to_3857.transform(500_105, 5_000_905), to_3857.transform(500_405, 5_000_505)]
     write_layer(workspace / "merc.gpkg", [LineString(ends)], "EPSG:3857", id=[1])
-    result = app.run("elevation_profile", {"input_path": "merc.gpkg", "raster_path": "plane.tif",
-                                           "spacing_meters": 100})
+    result = app.run(
+        "elevation_profile", {"input_path": "merc.gpkg", "raster_path": "plane.tif", "spacing_meters": 100}
+    )
     lonlat = Transformer.from_crs(3857, 4326, always_xy=True)
     (lon0, lat0), (lon1, lat1) = (lonlat.transform(*e) for e in ends)
     profile = result.answer["profiles"][0]
@@ -436,9 +493,12 @@ def test_profile_on_a_web_mercator_line_is_measured_geodesically_not_in_stretche
     assert "distorts lengths" in result.answer["distance_method"]
     assert result.crs_decisions["x-mapsmith:alignment"]["input_path"]["target_crs"] == "EPSG:32610"
 
-    write_layer(workspace / "multi.gpkg", [MultiLineString([[(500_105, 5_000_905), (500_205, 5_000_905)],
-                                                            [(500_305, 5_000_905), (500_405, 5_000_905)]])],
-                "EPSG:32610", id=[1])
+    write_layer(
+        workspace / "multi.gpkg",
+        [MultiLineString([[(500_105, 5_000_905), (500_205, 5_000_905)], [(500_305, 5_000_905), (500_405, 5_000_905)]])],
+        "EPSG:32610",
+        id=[1],
+    )
     with pytest.raises(InputError) as err:
         app.run("elevation_profile", {"input_path": "multi.gpkg", "raster_path": "plane.tif"})
     assert err.value.code == "MULTILINE_REFUSED" and "explode_layer" in err.value.hint

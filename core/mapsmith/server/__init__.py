@@ -20,9 +20,14 @@ from mapsmith import __version__
 from mapsmith.app import MapSmith
 from mapsmith.errors import ArgumentError, MapSmithError
 from mapsmith.server.models import (
+    LineageReply,
     OperationListReply,
     OperationReply,
+    PlanExecutionReply,
+    PlanExplanationReply,
+    PlanValidationReply,
     ProvenanceReply,
+    ReplayReply,
     ServerInfoReply,
     _Reply,
 )
@@ -85,6 +90,24 @@ _GET_PROVENANCE_SCHEMA = {
     "additionalProperties": False,
 }
 _EMPTY_SCHEMA = {"type": "object", "properties": {}, "additionalProperties": False}
+_PLAN_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "plan": {
+            "type": "object",
+            "description": 'A plan: {"goal": str, "steps": [{"id", "operation", "arguments"}]}; "$<id>" in an '
+            "argument is the output of an earlier step (contracts/schemas/plan.schema.json).",
+        }
+    },
+    "required": ["plan"],
+    "additionalProperties": False,
+}
+_PATH_SCHEMA = {
+    "type": "object",
+    "properties": {"path": {"type": "string", "description": "A dataset MapSmith wrote."}},
+    "required": ["path"],
+    "additionalProperties": False,
+}
 
 
 def _ok(data: dict[str, Any]) -> CallToolResult:
@@ -103,6 +126,11 @@ REPLY_MODELS: dict[str, type[_Reply]] = {
     "list_operations": OperationListReply,
     "run_operation": OperationReply,
     "get_provenance": ProvenanceReply,
+    "validate_plan": PlanValidationReply,
+    "explain_plan": PlanExplanationReply,
+    "execute_plan": PlanExecutionReply,
+    "get_lineage": LineageReply,
+    "replay": ReplayReply,
     **{name: OperationReply for name in DEDICATED_OPERATIONS},
 }
 
@@ -140,6 +168,44 @@ def build_server(app: MapSmith) -> Server[Any]:
                 description="The provenance manifest beside a dataset MapSmith wrote, whether the file still "
                 "matches its recorded digest, and its lineage walked back by content.",
                 input_schema=_GET_PROVENANCE_SCHEMA,
+                annotations=read_only,
+            ),
+            Tool(
+                name="validate_plan",
+                description="Check a multi-step plan before any file is touched: unknown operations and "
+                "arguments, references that point forward or nowhere, missing inputs, outputs that collide, and "
+                "steps that cannot accept what the previous ones would produce (CRS, kind, geometry, grid). "
+                "Every finding has a code and a hint.",
+                input_schema=_PLAN_SCHEMA,
+                annotations=read_only,
+            ),
+            Tool(
+                name="explain_plan",
+                description="A short narrative of a plan (steps, order, CRS decisions, what is left to decide), "
+                "each sentence built from a declared field of the contracts or the plan.",
+                input_schema=_PLAN_SCHEMA,
+                annotations=read_only,
+            ),
+            Tool(
+                name="execute_plan",
+                description="Validate a plan, then run its steps in order exactly as run_operation would, "
+                "reporting progress per step; writes each step's manifest and <final output>.plan.json. A "
+                "failing step stops the plan and is named.",
+                input_schema=_PLAN_SCHEMA,
+                annotations=writes,
+            ),
+            Tool(
+                name="get_lineage",
+                description="Walk a dataset's history back by content: the record claiming its exact bytes, "
+                "then each input's, to the original data; failed checks on the way and where each branch stops.",
+                input_schema=_PATH_SCHEMA,
+                annotations=read_only,
+            ),
+            Tool(
+                name="replay",
+                description="Re-run the chain recorded for a dataset in a scratch folder and compare: identical "
+                "digests, or the first step that differs and by how much.",
+                input_schema=_PATH_SCHEMA,
                 annotations=read_only,
             ),
         ]
@@ -189,11 +255,67 @@ def build_server(app: MapSmith) -> Server[Any]:
             raise ArgumentError("get_provenance needs 'path'", code="MISSING_ARGUMENT", hint="pass the dataset path")
         return await anyio.to_thread.run_sync(lambda: app.get_provenance(path))
 
+    def plan_argument(args: dict[str, Any]) -> dict[str, Any]:
+        plan = args.get("plan")
+        if not isinstance(plan, dict):
+            raise ArgumentError(
+                "this tool needs 'plan': an object with 'goal' and 'steps'",
+                code="MISSING_ARGUMENT",
+                hint='pass plan={"goal": "...", "steps": [{"id": "a", "operation": "...", "arguments": {...}}]}',
+            )
+        return plan
+
+    def path_argument(args: dict[str, Any], tool: str) -> str:
+        path = args.get("path")
+        if not isinstance(path, str):
+            raise ArgumentError(f"{tool} needs 'path'", code="MISSING_ARGUMENT", hint="pass the dataset path")
+        return path
+
+    async def validate_plan(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        plan = plan_argument(args)
+        return await anyio.to_thread.run_sync(lambda: app.validate_plan(plan))
+
+    async def explain_plan(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        plan = plan_argument(args)
+        return await anyio.to_thread.run_sync(lambda: app.explain_plan(plan))
+
+    async def execute_plan(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        plan = plan_argument(args)
+
+        def progress(fraction: float, message: str) -> None:
+            # Called from the worker thread; a no-op unless the client sent a progress token.
+            anyio.from_thread.run(ctx.session.report_progress, fraction, 1.0, message)
+
+        result = await anyio.to_thread.run_sync(lambda: app.execute_plan(plan, progress))
+        if result.get("status") == "failed":
+            failed = result.get("failed_step")
+            error = result.get("error") or {}
+            raise MapSmithError(
+                f"the plan stopped at step {failed!r}: [{error.get('code')}] {error.get('message')}",
+                code="PLAN_STEP_FAILED",
+                evidence=result,
+                hint=error.get("hint") or "fix the step named and run the plan again",
+            )
+        return result
+
+    async def get_lineage(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        path = path_argument(args, "get_lineage")
+        return await anyio.to_thread.run_sync(lambda: app.get_lineage(path))
+
+    async def replay(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        path = path_argument(args, "replay")
+        return await anyio.to_thread.run_sync(lambda: app.replay(path))
+
     handlers.update(
         server_info=server_info,
         list_operations=list_operations,
         run_operation=run_operation,
         get_provenance=get_provenance,
+        validate_plan=validate_plan,
+        explain_plan=explain_plan,
+        execute_plan=execute_plan,
+        get_lineage=get_lineage,
+        replay=replay,
     )
 
     def dedicated(operation: str) -> Callable[[dict[str, Any], Any], Awaitable[dict[str, Any]]]:

@@ -100,3 +100,42 @@ class ProvenanceReply(_Reply):
     output_matches: bool
     output_sha256_now: str
     lineage: dict[str, Any]
+
+
+class FindingReply(_Reply):
+    code: str
+    message: str
+    hint: str
+    step: str | None = None
+    argument: str | None = None
+    evidence: dict[str, Any] = {}
+
+
+class PlanValidationReply(_Reply):
+    """validate_plan: every finding, and what would flow between the steps."""
+
+    valid: bool
+    findings: list[FindingReply]
+    steps: list[dict[str, Any]]
+    fingerprint: str | None = None
+
+
+class PlanExplanationReply(_Reply):
+    valid: bool
+    findings: list[FindingReply]
+    narrative: list[dict[str, Any]]
+
+
+class PlanExecutionReply(_Reply):
+    """execute_plan: each step's result and manifest, and the plan manifest beside the final output."""
+
+    status: str
+    steps: list[dict[str, Any]]
+
+
+class LineageReply(_Reply):
+    hops: list[dict[str, Any]]
+
+
+class ReplayReply(_Reply):
+    identical: bool

@@ -254,7 +254,7 @@ def inputs_share_crs(first: DatasetInfo, second: DatasetInfo, arg1: str, arg2: s
         "inputs_share_crs",
         same,
         f"{arg1} is {first.crs_label}, {arg2} is {second.crs_label}"
-        + ("" if same else "; the operation brings them into one CRS and records which way in crs_decisions"),
+        + ("" if same else "; one is transformed to the other's CRS (which way is recorded in crs_decisions)"),
         critical=False,
     )
 

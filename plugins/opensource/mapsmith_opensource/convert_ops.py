@@ -251,8 +251,9 @@ def _target_grid(
         kx1 = max(kx1, kx0 + 1)
         ky1 = max(ky1, ky0 + 1)
         width, height = kx1 - kx0, ky1 - ky0
-        target = TargetGrid(crs, Affine(size, 0.0, kx0 * size, 0.0, -size, ky1 * size), width, height,
-                            "cell_size_meters")
+        target = TargetGrid(
+            crs, Affine(size, 0.0, kx0 * size, 0.0, -size, ky1 * size), width, height, "cell_size_meters"
+        )
         described = (
             f"cell_size_meters: the layer's extent in {crs_label(crs)} snapped outward to multiples of "
             f"{size:g} {_unit_name(crs)} ({ctx.arguments['cell_size_meters']:g} m): {width} x {height} cells"
@@ -349,8 +350,13 @@ def raster_to_polygons(ctx: RunContext) -> None:
             f"band {band} of {_given(ctx, 'input_path')} is floating-point with {distinct:,} distinct values: a "
             "continuous surface, which polygonizes into about one polygon per cell",
             code="RASTER_NOT_CATEGORICAL",
-            evidence={"argument": "input_path", "band": band, "dtype": dtype.name, "distinct_values": distinct,
-                      "max_distinct_values": limit},
+            evidence={
+                "argument": "input_path",
+                "band": band,
+                "dtype": dtype.name,
+                "distinct_values": distinct,
+                "max_distinct_values": limit,
+            },
             hint="reclassify_raster into classes first (elevation bands, say), then polygonize the classes; or raise "
             f"max_distinct_values above {distinct} if one polygon per value is really wanted",
         )
@@ -457,8 +463,14 @@ def rasterize_layer(ctx: RunContext) -> None:
     # Which feature each cell ended with (later features win, as GDAL burns in order): the coverage,
     # and for replace the values, from one pass.
     last = (
-        rasterize(zip(geoms, range(1, n + 1), strict=True), out_shape=shape, transform=grid.transform, fill=0,
-                  all_touched=all_touched, dtype="int32")
+        rasterize(
+            zip(geoms, range(1, n + 1), strict=True),
+            out_shape=shape,
+            transform=grid.transform,
+            fill=0,
+            all_touched=all_touched,
+            dtype="int32",
+        )
         if n
         else np.zeros(shape, dtype="int32")
     )
@@ -469,9 +481,7 @@ def rasterize_layer(ctx: RunContext) -> None:
     elif add:
         base = np.dtype("float64")
         negatives, positives = burn[burn < 0].sum(), burn[burn > 0].sum()
-        value_range = (
-            (float(min(burn.min(), negatives)), float(max(burn.max(), positives))) if n else (0.0, 0.0)
-        )
+        value_range = (float(min(burn.min(), negatives)), float(max(burn.max(), positives))) if n else (0.0, 0.0)
     else:
         exact32 = bool(np.all(burn.astype("float32").astype("float64") == burn))
         base = np.dtype("float32") if exact32 else np.dtype("float64")
@@ -481,8 +491,13 @@ def rasterize_layer(ctx: RunContext) -> None:
     out_dtype = _dtype_holding(base, nodata)
     if add and n:
         summed = rasterize(
-            zip(geoms, burn, strict=True), out_shape=shape, transform=grid.transform, fill=0,
-            all_touched=all_touched, merge_alg=MergeAlg.add, dtype="float64",
+            zip(geoms, burn, strict=True),
+            out_shape=shape,
+            transform=grid.transform,
+            fill=0,
+            all_touched=all_touched,
+            merge_alg=MergeAlg.add,
+            dtype="float64",
         )
         collisions = int((covered & (summed == nodata)).sum())
         out = np.where(covered, summed, nodata).astype(out_dtype)
@@ -507,8 +522,11 @@ def rasterize_layer(ctx: RunContext) -> None:
         f"{n} feature(s) burned "
         + (f"with their {field!r} values" if field is not None else "as 1")
         + f" into {int(covered.sum())} of {grid.cells} cells ("
-        + ("cells touched by a feature" if all_touched else "cells whose centre a polygon covers; lines and points "
-           "burn the cells they pass through")
+        + (
+            "cells touched by a feature"
+            if all_touched
+            else "cells whose centre a polygon covers; lines and points burn the cells they pass through"
+        )
         + "); "
         + ("overlapping features add up" if add else "where features overlap, the later feature in the layer wins")
         + f"; cells no feature reaches hold nodata {nodata:g}"
@@ -518,8 +536,14 @@ def rasterize_layer(ctx: RunContext) -> None:
     if not present.all():
         ctx.notes.append(f"{int((~present).sum())} feature(s) with empty or missing geometry were not burned")
     raster_io.write_raster(
-        ctx, out, transform=grid.transform, crs=grid.crs, nodata=nodata, dtype=out_dtype.name,
-        band_names=[field or "burned"], value_range=_float32_safe(value_range, out_dtype),
+        ctx,
+        out,
+        transform=grid.transform,
+        crs=grid.crs,
+        nodata=nodata,
+        dtype=out_dtype.name,
+        band_names=[field or "burned"],
+        value_range=_float32_safe(value_range, out_dtype),
     )
 
 
@@ -573,8 +597,14 @@ def _disclose_unburned(
         burned = 0
         if col1 > col0 and row1 > row0:
             window = t @ Affine.translation(col0, row0)
-            alone = rasterize([(geoms[i], 1)], out_shape=(row1 - row0, col1 - col0), transform=window, fill=0,
-                              all_touched=all_touched, dtype="uint8")
+            alone = rasterize(
+                [(geoms[i], 1)],
+                out_shape=(row1 - row0, col1 - col0),
+                transform=window,
+                fill=0,
+                all_touched=all_touched,
+                dtype="uint8",
+            )
             burned = int(alone.sum())
         (covered_later if burned else nothing).append(int(ids[i]))
     if covered_later and not add:
@@ -607,7 +637,11 @@ def euclidean_distance(ctx: RunContext) -> None:
     gdf = common.read_input(ctx)
     present = _present(gdf)
     grid, gdf = _target_grid(
-        ctx, gdf, purpose="euclidean_distance", needs_metres=True, open_edges_matter=False,
+        ctx,
+        gdf,
+        purpose="euclidean_distance",
+        needs_metres=True,
+        open_edges_matter=False,
         max_cells=MAX_DISTANCE_CELLS,
     )
     sources = gdf.geometry.values[present]
@@ -645,8 +679,13 @@ def euclidean_distance(ctx: RunContext) -> None:
     if not present.all():
         ctx.notes.append(f"{int((~present).sum())} feature(s) with empty or missing geometry were not sources")
     raster_io.write_raster(
-        ctx, out.reshape(grid.height, grid.width), transform=grid.transform, crs=grid.crs, nodata=FLOAT_NODATA,
-        dtype="float32", band_names=["distance_m"],
+        ctx,
+        out.reshape(grid.height, grid.width),
+        transform=grid.transform,
+        crs=grid.crs,
+        nodata=FLOAT_NODATA,
+        dtype="float32",
+        band_names=["distance_m"],
         value_range=(0.0, float(np.float32(high * (1 + 1e-9)))),
     )
 
@@ -730,8 +769,17 @@ def idw_interpolation(ctx: RunContext) -> None:
     radius_m = ctx.arguments.get("search_radius_meters")
     radius = float(radius_m) / unit if radius_m is not None else math.inf
     cell = max(abs(grid.transform.a), abs(grid.transform.e))
-    out, empty = _idw(grid, xs, ys, zs, k=k, power=power, radius=radius, eps=COINCIDENT_FRACTION * cell,
-                      progress=lambda f: _progress(ctx, f, "interpolating"))
+    out, empty = _idw(
+        grid,
+        xs,
+        ys,
+        zs,
+        k=k,
+        power=power,
+        radius=radius,
+        eps=COINCIDENT_FRACTION * cell,
+        progress=lambda f: _progress(ctx, f, "interpolating"),
+    )
     low, high = float(zs.min()), float(zs.max())
     # IDW is a weighted mean: it never leaves the samples' range. Clamp only floating-point rounding
     # (a few units in the last place); anything larger is left for the range check to catch.
@@ -772,7 +820,13 @@ def idw_interpolation(ctx: RunContext) -> None:
             "raise search_radius_meters, or omit it to use the max_points nearest samples wherever they are",
         )
     raster_io.write_raster(
-        ctx, data, transform=grid.transform, crs=grid.crs, nodata=nodata, dtype="float32", band_names=[field],
+        ctx,
+        data,
+        transform=grid.transform,
+        crs=grid.crs,
+        nodata=nodata,
+        dtype="float32",
+        band_names=[field],
         value_range=(float(np.float32(low)), float(np.float32(high))),
     )
 
@@ -843,6 +897,9 @@ def _idw(
     else:
         empty = int(np.isnan(out).sum())
     if np.isinf(radius) and np.isnan(out).any():
-        raise EngineError("IDW left cells without a value although every cell has k neighbours",
-                          code="ENGINE_FAILED", hint="this is a bug in idw_interpolation")
+        raise EngineError(
+            "IDW left cells without a value although every cell has k neighbours",
+            code="ENGINE_FAILED",
+            hint="this is a bug in idw_interpolation",
+        )
     return out, empty

@@ -187,9 +187,27 @@ def write_layer(gdf: gpd.GeoDataFrame, path: Path, layer: str | None = None) -> 
         gdf.to_parquet(path, index=False)
         return
     kwargs: dict[str, Any] = {}
+    # Every OGR format stores a layer name (GeoJSON "name", the FlatGeobuf header); left to GDAL it
+    # would be the temporary file's random name, and identical runs would write different bytes.
+    kwargs["layer"] = layer or path.stem.lstrip(".").split(".tmp-")[0]
     if driver == "GPKG":
-        kwargs["layer"] = layer or path.stem.lstrip(".").split(".tmp-")[0]
+        _pin_gpkg_clock()
     gdf.to_file(path, driver=driver, engine="pyogrio", **kwargs)
+
+
+# GDAL writes the wall clock into gpkg_contents.last_change unless OGR_CURRENT_DATE is set, so two
+# identical runs would differ in those bytes and replay could never find them identical. The time of
+# a run is in its manifest (started_at, finished_at); the file carries this fixed instant. An
+# operator's own OGR_CURRENT_DATE is respected.
+GPKG_LAST_CHANGE = "2000-01-01T00:00:00.000Z"
+
+
+def _pin_gpkg_clock() -> None:
+    import pyogrio
+
+    # Process-wide and never unset: every writer sets the same value, so threads cannot race on it.
+    if pyogrio.get_gdal_config_option("OGR_CURRENT_DATE") is None:
+        pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": GPKG_LAST_CHANGE})
 
 
 def _crs_fields(crs_input: Any) -> tuple[str | None, str | None, bool | None, Any]:

@@ -33,16 +33,27 @@ if TYPE_CHECKING:
     from mapsmith_opensource.raster_io import Grid
 
 REGISTRATIONS = (
-    Registration("clip_raster", "clip_raster", engine="rasterio", validate="validate_clip_raster",
-                 requirement="raster"),
+    Registration(
+        "clip_raster", "clip_raster", engine="rasterio", validate="validate_clip_raster", requirement="raster"
+    ),
     Registration("reproject_raster", "reproject_raster", engine="rasterio", requirement="raster"),
     Registration("resample_raster", "resample_raster", engine="rasterio", requirement="raster"),
-    Registration("reclassify_raster", "reclassify_raster", engine="rasterio", validate="validate_reclassify_raster",
-                 requirement="raster"),
+    Registration(
+        "reclassify_raster",
+        "reclassify_raster",
+        engine="rasterio",
+        validate="validate_reclassify_raster",
+        requirement="raster",
+    ),
     Registration("band_math", "band_math", engine="rasterio", validate="validate_band_math", requirement="raster"),
     Registration("extract_band", "extract_band", engine="rasterio", requirement="raster"),
-    Registration("band_statistics", "band_statistics", engine="rasterio", validate="validate_band_statistics",
-                 requirement="raster"),
+    Registration(
+        "band_statistics",
+        "band_statistics",
+        engine="rasterio",
+        validate="validate_band_statistics",
+        requirement="raster",
+    ),
 )
 
 # A grid edge computed from coordinates is taken as a whole number of cells when it is this close
@@ -268,30 +279,42 @@ def clip_raster(ctx: RunContext) -> None:
         aligned = "mask_path" in ctx.crs_decisions.get("x-mapsmith:alignment", {})
         region = shapely.union_all(mask.geometry.values)
         if region.is_empty:
-            raise InputError("mask_path holds no geometry", code="MASK_EMPTY",
-                             evidence={"argument": "mask_path"}, hint="pass a layer with polygons")
+            raise InputError(
+                "mask_path holds no geometry",
+                code="MASK_EMPTY",
+                evidence={"argument": "mask_path"},
+                hint="pass a layer with polygons",
+            )
         bounds = tuple(region.bounds)
         how = f"polygons of mask_path{' (transformed to the raster CRS)' if aligned else ''}"
         window = _window_of(grid, bounds)
         if window is not None:
             row0, row1, col0, col1 = window
             t = grid.transform @ Affine.translation(col0, row0)
-            inside = geometry_mask([region], out_shape=(row1 - row0, col1 - col0), transform=t,
-                                   all_touched=all_touched, invert=True)
+            inside = geometry_mask(
+                [region], out_shape=(row1 - row0, col1 - col0), transform=t, all_touched=all_touched, invert=True
+            )
             rows, cols = np.nonzero(inside)
             if rows.size == 0:
                 raise InputError(
                     f"the mask covers no cell {'' if all_touched else 'centre '}of input_path: nothing to keep",
                     code="CLIP_EMPTY",
-                    evidence={"mask_bounds": list(bounds), "raster_bounds": list(grid.bounds),
-                              "all_touched": all_touched},
+                    evidence={
+                        "mask_bounds": list(bounds),
+                        "raster_bounds": list(grid.bounds),
+                        "all_touched": all_touched,
+                    },
                     hint="pass all_touched=true to keep every cell the polygons touch, or check the mask lies "
                     "over the raster",
                 )
             # crop to the cells kept, not to the mask's bounding box
-            inside = inside[rows.min(): rows.max() + 1, cols.min(): cols.max() + 1]
-            window = (row0 + int(rows.min()), row0 + int(rows.max()) + 1,
-                      col0 + int(cols.min()), col0 + int(cols.max()) + 1)
+            inside = inside[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1]
+            window = (
+                row0 + int(rows.min()),
+                row0 + int(rows.max()) + 1,
+                col0 + int(cols.min()),
+                col0 + int(cols.max()) + 1,
+            )
     else:
         a = ctx.arguments
         bounds = (a["min_x"], a["min_y"], a["max_x"], a["max_y"])
@@ -302,8 +325,7 @@ def clip_raster(ctx: RunContext) -> None:
             f"the clip region ({how}) does not overlap input_path, whose bounds are {list(grid.bounds)} "
             f"in {crs_label(grid.crs)}",
             code="CLIP_OUTSIDE_RASTER",
-            evidence={"region_bounds": list(bounds), "raster_bounds": list(grid.bounds),
-                      "crs": crs_label(grid.crs)},
+            evidence={"region_bounds": list(bounds), "raster_bounds": list(grid.bounds), "crs": crs_label(grid.crs)},
             hint="give the region in the raster's CRS (describe_dataset shows its bounds)",
         )
     row0, row1, col0, col1 = window
@@ -317,8 +339,9 @@ def clip_raster(ctx: RunContext) -> None:
     dtype = grid.dtypes[0]
     nodata = _free_nodata(dtype, data, grid.nodata, "input_path")
     if grid.nodata is None and np.ma.getmaskarray(data).any():
-        ctx.notes.append(f"input_path declares no nodata value; cells outside the mask are written as {nodata} "
-                         "and declared nodata")
+        ctx.notes.append(
+            f"input_path declares no nodata value; cells outside the mask are written as {nodata} and declared nodata"
+        )
     transform = grid.transform @ Affine.translation(col0, row0)
     kept = int((~np.ma.getmaskarray(data[0])).sum())
     ctx.parameters["x-mapsmith:clip_window"] = {
@@ -329,7 +352,7 @@ def clip_raster(ctx: RunContext) -> None:
         "cells_kept": kept,
         "cells_outside_mask": masked_out,
     }
-    rule = ("every cell the polygons touch" if all_touched else "cells whose centre lies inside the polygons")
+    rule = "every cell the polygons touch" if all_touched else "cells whose centre lies inside the polygons"
     ctx.notes.append(
         f"clipped to {how}: kept rows {row0}..{row1 - 1}, columns {col0}..{col1 - 1} of input_path's own grid "
         f"(no resampling); {kept} valid cells kept"
@@ -339,11 +362,22 @@ def clip_raster(ctx: RunContext) -> None:
     ctx.crs_decisions.setdefault(
         "reason",
         "clipped on input_path's own grid, so its cells are written unchanged"
-        + ("; the mask was transformed to it (see x-mapsmith:alignment)"
-           if "mask_path" in ctx.crs_decisions.get("x-mapsmith:alignment", {}) else ""),
+        + (
+            "; the mask was transformed to it (see x-mapsmith:alignment)"
+            if "mask_path" in ctx.crs_decisions.get("x-mapsmith:alignment", {})
+            else ""
+        ),
     )
-    write_raster(ctx, data, transform=transform, crs=grid.crs, nodata=nodata, dtype=dtype,
-                 band_names=grid.band_names, value_range=source_range)
+    write_raster(
+        ctx,
+        data,
+        transform=transform,
+        crs=grid.crs,
+        nodata=nodata,
+        dtype=dtype,
+        band_names=grid.band_names,
+        value_range=source_range,
+    )
 
 
 # -- reproject_raster ------------------------------------------------------------------------
@@ -427,25 +461,54 @@ def reproject_raster(ctx: RunContext) -> None:
     options = {"COORDINATE_OPERATION": operation} if operation else {}
     left, bottom, right, top = grid.bounds
     dst_transform, width, height = calculate_default_transform(
-        grid.crs.to_wkt(), target.to_wkt(), grid.width, grid.height, left, bottom, right, top, **options,
+        grid.crs.to_wkt(),
+        target.to_wkt(),
+        grid.width,
+        grid.height,
+        left,
+        bottom,
+        right,
+        top,
+        **options,
     )
     unit = _unit_name(target)
     if cell_size is not None:
         _too_coarse(cell_size, (width * abs(dst_transform.a), height * abs(dst_transform.e)), unit, target_label)
         dst_transform, width, height = calculate_default_transform(
-            grid.crs.to_wkt(), target.to_wkt(), grid.width, grid.height, left, bottom, right, top,
-            resolution=cell_size, **options,
+            grid.crs.to_wkt(),
+            target.to_wkt(),
+            grid.width,
+            grid.height,
+            left,
+            bottom,
+            right,
+            top,
+            resolution=cell_size,
+            **options,
         )
     data = _read_all(grid)
     nodata = _free_nodata(grid.dtypes[0], data, grid.nodata, "input_path")
-    out = _warp(grid, data, dst_crs=target, dst_transform=dst_transform, width=width, height=height,
-                nodata=nodata, method=method, **options)
+    out = _warp(
+        grid,
+        data,
+        dst_crs=target,
+        dst_transform=dst_transform,
+        width=width,
+        height=height,
+        nodata=nodata,
+        method=method,
+        **options,
+    )
     ctx.expected_output_crs = target.to_wkt()
     ctx.parameters["target_crs"] = target_label
     ctx.parameters["x-mapsmith:output_grid"] = _grid_record(
-        dst_transform, width, height, unit=unit,
-        cell_size_from="cell_size" if cell_size is not None else "GDAL's suggested warp output (about the source "
-        "cell size, moved to the target CRS)",
+        dst_transform,
+        width,
+        height,
+        unit=unit,
+        cell_size_from="cell_size"
+        if cell_size is not None
+        else "GDAL's suggested warp output (about the source cell size, moved to the target CRS)",
     )
     ctx.crs_decisions.update(
         {
@@ -459,22 +522,36 @@ def reproject_raster(ctx: RunContext) -> None:
         }
     )
     if operation:
-        ctx.notes.append("GDAL warped with the recorded PROJ operation (given as COORDINATE_OPERATION, in the CRSs' "
-                         "own axis order), not one of its own choosing")
+        ctx.notes.append(
+            "GDAL warped with the recorded PROJ operation (given as COORDINATE_OPERATION, in the CRSs' "
+            "own axis order), not one of its own choosing"
+        )
     else:
         ctx.notes.append("the recorded PROJ operation could not be handed to GDAL; GDAL chose its own for the warp")
     if grid.nodata is None:
-        ctx.notes.append(f"input_path declares no nodata value; cells outside its footprint are written as {nodata} "
-                         "and declared nodata")
+        ctx.notes.append(
+            f"input_path declares no nodata value; cells outside its footprint are written as {nodata} "
+            "and declared nodata"
+        )
     _resample_notes(ctx, method, grid.dtypes[0])
     warn_about_transformation(ctx, record, f"{source_label} to {target_label}")
     source_range = _valid_range(data)
-    write_raster(ctx, out, transform=dst_transform, crs=target, nodata=nodata, dtype=grid.dtypes[0],
-                 band_names=grid.band_names,
-                 value_range=source_range if method in RANGE_KEEPING and source_range else None)
+    write_raster(
+        ctx,
+        out,
+        transform=dst_transform,
+        crs=target,
+        nodata=nodata,
+        dtype=grid.dtypes[0],
+        band_names=grid.band_names,
+        value_range=source_range if method in RANGE_KEEPING and source_range else None,
+    )
     if _valid_out(out, nodata) == 0:
-        ctx.warn("RASTER_OUTPUT_EMPTY", "every cell of the reprojected raster is nodata",
-                 "check target_crs covers the data's area and cell_size is in the target CRS's unit")
+        ctx.warn(
+            "RASTER_OUTPUT_EMPTY",
+            "every cell of the reprojected raster is nodata",
+            "check target_crs covers the data's area and cell_size is in the target CRS's unit",
+        )
 
 
 # -- resample_raster -------------------------------------------------------------------------
@@ -498,11 +575,18 @@ def resample_raster(ctx: RunContext) -> None:
     dst_transform = Affine(size, 0.0, t.c, 0.0, -size, t.f)  # the top-left corner stays where it is
     data = _read_all(grid)
     nodata = _free_nodata(grid.dtypes[0], data, grid.nodata, "input_path")
-    out = _warp(grid, data, dst_crs=grid.crs, dst_transform=dst_transform, width=width, height=height,
-                nodata=nodata, method=method)
+    out = _warp(
+        grid,
+        data,
+        dst_crs=grid.crs,
+        dst_transform=dst_transform,
+        width=width,
+        height=height,
+        nodata=nodata,
+        method=method,
+    )
     scale = [size / abs(t.a), size / abs(t.e)]
-    ctx.parameters["x-mapsmith:output_grid"] = _grid_record(dst_transform, width, height, unit=unit,
-                                                            scale_factor=scale)
+    ctx.parameters["x-mapsmith:output_grid"] = _grid_record(dst_transform, width, height, unit=unit, scale_factor=scale)
     ctx.crs_decisions.setdefault("analysis_crs", crs_label(grid.crs))
     ctx.crs_decisions.setdefault(
         "reason", f"resampled in input_path's own CRS ({unit} cells), top-left corner kept, by {method} resampling"
@@ -518,13 +602,21 @@ def resample_raster(ctx: RunContext) -> None:
             f"{over[0]:g} / {over[1]:g} {unit} beyond the input; its parts outside the input are nodata"
         )
     if grid.nodata is None:
-        ctx.notes.append(f"input_path declares no nodata value; cells without data are written as {nodata} "
-                         "and declared nodata")
+        ctx.notes.append(
+            f"input_path declares no nodata value; cells without data are written as {nodata} and declared nodata"
+        )
     _resample_notes(ctx, method, grid.dtypes[0])
     source_range = _valid_range(data)
-    write_raster(ctx, out, transform=dst_transform, crs=grid.crs, nodata=nodata, dtype=grid.dtypes[0],
-                 band_names=grid.band_names,
-                 value_range=source_range if method in RANGE_KEEPING and source_range else None)
+    write_raster(
+        ctx,
+        out,
+        transform=dst_transform,
+        crs=grid.crs,
+        nodata=nodata,
+        dtype=grid.dtypes[0],
+        band_names=grid.band_names,
+        value_range=source_range if method in RANGE_KEEPING and source_range else None,
+    )
 
 
 # -- reclassify_raster -----------------------------------------------------------------------
@@ -574,8 +666,9 @@ def parse_table(text: str) -> list[Rule]:
         if m:
             low, high = float(m.group(1)), float(m.group(2))
             if not low < high:
-                raise _table_error(text, f"rule {part.strip()!r}: the range {low:g}..{high:g} is empty",
-                                   rule=part.strip())
+                raise _table_error(
+                    text, f"rule {part.strip()!r}: the range {low:g}..{high:g} is empty", rule=part.strip()
+                )
             out = None if m.group(3).lower() == "nodata" else float(m.group(3))
             rules.append(Rule(part.strip(), low, high, out))
             continue
@@ -583,8 +676,7 @@ def parse_table(text: str) -> list[Rule]:
         if m:
             value = float(m.group(1))
             if math.isinf(value):
-                raise _table_error(text, f"rule {part.strip()!r}: an exact value cannot be infinite",
-                                   rule=part.strip())
+                raise _table_error(text, f"rule {part.strip()!r}: an exact value cannot be infinite", rule=part.strip())
             out = None if m.group(2).lower() == "nodata" else float(m.group(2))
             rules.append(Rule(part.strip(), value, None, out))
             continue
@@ -592,10 +684,13 @@ def parse_table(text: str) -> list[Rule]:
     for i, a in enumerate(rules):
         if a.out is not None and math.isinf(a.out):
             raise _table_error(text, f"rule {a.text!r}: the new value cannot be infinite", rule=a.text)
-        for b in rules[i + 1:]:
+        for b in rules[i + 1 :]:
             if a.overlaps(b):
-                raise _table_error(text, f"rules {a.text!r} and {b.text!r} overlap; which applies would be a guess",
-                                   rules=[a.text, b.text])
+                raise _table_error(
+                    text,
+                    f"rules {a.text!r} and {b.text!r} overlap; which applies would be a guess",
+                    rules=[a.text, b.text],
+                )
     return rules
 
 
@@ -620,8 +715,9 @@ def _output_dtype(values: Sequence[float], kept: Any = None) -> tuple[str, float
             info = np.iinfo(name)
             if info.min <= low and high <= info.max:
                 # the type's extremes are the only candidates: a nodata inside the data's span would hide it
-                for nodata in (float(info.max), float(info.min)) if info.min == 0 else (float(info.min),
-                                                                                        float(info.max)):
+                for nodata in (
+                    (float(info.max), float(info.min)) if info.min == 0 else (float(info.min), float(info.max))
+                ):
                     if not taken(nodata):
                         return name, nodata
     exact32 = all(float(np.float32(v)) == v for v in values) and (
@@ -703,8 +799,16 @@ def reclassify_raster(ctx: RunContext) -> None:
             f"{n_unmatched} valid cells matched no rule of the table and were written as nodata",
             "extend the table (a range ending in inf closes the top) or pass unmatched='keep' if that is not meant",
         )
-    write_raster(ctx, result, transform=grid.transform, crs=grid.crs,
-                 nodata=nodata, dtype=dtype, band_names=[grid.band_names[band - 1]], value_range=value_range)
+    write_raster(
+        ctx,
+        result,
+        transform=grid.transform,
+        crs=grid.crs,
+        nodata=nodata,
+        dtype=dtype,
+        band_names=[grid.band_names[band - 1]],
+        value_range=value_range,
+    )
 
 
 # -- band_math: a whitelisted expression language ----------------------------------------------
@@ -748,8 +852,9 @@ def parse_expression(text: str, names: Sequence[str] | None) -> tuple[ast.expr, 
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        raise _expression_error(text, f"not a valid expression ({exc.msg} at column {exc.offset})",
-                                position=exc.offset) from exc
+        raise _expression_error(
+            text, f"not a valid expression ({exc.msg} at column {exc.offset})", position=exc.offset
+        ) from exc
     except (RecursionError, MemoryError, ValueError) as exc:
         raise _expression_error(text, "too deeply nested") from exc
     used: set[str] = set()
@@ -764,8 +869,10 @@ def parse_expression(text: str, names: Sequence[str] | None) -> tuple[ast.expr, 
         elif isinstance(node, ast.Name):
             if names is not None and node.id not in names:
                 raise _expression_error(
-                    source, f"{node.id!r} is not a band name here; the names are {', '.join(names) or '(none)'}",
-                    node, names=list(names),
+                    source,
+                    f"{node.id!r} is not a band name here; the names are {', '.join(names) or '(none)'}",
+                    node,
+                    names=list(names),
                 )
             used.add(node.id)
         elif isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
@@ -804,9 +911,7 @@ def parse_expression(text: str, names: Sequence[str] | None) -> tuple[ast.expr, 
                 what = f"operator {type(node.op).__name__}"
             elif isinstance(node, ast.Compare):
                 what = "comparison " + ", ".join(type(op).__name__ for op in node.ops if type(op) not in _COMPARE)
-            raise _expression_error(
-                source, f"{what} is not allowed: {ast.get_source_segment(source, node)!r}", node
-            )
+            raise _expression_error(source, f"{what} is not allowed: {ast.get_source_segment(source, node)!r}", node)
 
     try:
         check(tree.body, 0)
@@ -842,8 +947,12 @@ def evaluate_expression(node: ast.expr, bands: dict[str, np.ndarray]) -> Any:
             return np.negative(value) if isinstance(n.op, ast.USub) else value
         if isinstance(n, ast.Compare):
             compare: dict[type, Callable[[Any, Any], Any]] = {
-                ast.Lt: np.less, ast.LtE: np.less_equal, ast.Gt: np.greater, ast.GtE: np.greater_equal,
-                ast.Eq: np.equal, ast.NotEq: np.not_equal,
+                ast.Lt: np.less,
+                ast.LtE: np.less_equal,
+                ast.Gt: np.greater,
+                ast.GtE: np.greater_equal,
+                ast.Eq: np.equal,
+                ast.NotEq: np.not_equal,
             }
             left, result = ev(n.left), None
             for op, right_node in zip(n.ops, n.comparators, strict=True):
@@ -944,8 +1053,13 @@ def _same_grid(a: Grid, b: Grid) -> bool:
 def _describe(grid: Grid, given: str) -> dict[str, Any]:
     from mapsmith.crs import crs_label
 
-    return {"path": given, "crs": crs_label(grid.crs), "width": grid.width, "height": grid.height,
-            "transform": [float(v) for v in grid.transform.to_gdal()]}
+    return {
+        "path": given,
+        "crs": crs_label(grid.crs),
+        "width": grid.width,
+        "height": grid.height,
+        "transform": [float(v) for v in grid.transform.to_gdal()],
+    }
 
 
 def band_math(ctx: RunContext) -> None:
@@ -989,8 +1103,11 @@ def band_math(ctx: RunContext) -> None:
         mask |= np.ma.getmaskarray(data)
         arrays[name] = np.ma.filled(data.astype("float64"), np.nan)
         resolved[name] = {"input": f"input_paths[{index}]", "band": number, "band_name": grid.band_names[number - 1]}
-    unused = [f"input_paths[{i}]" for i in range(n_inputs) if all(r["input"] != f"input_paths[{i}]"
-                                                                  for r in resolved.values())]
+    unused = [
+        f"input_paths[{i}]"
+        for i in range(n_inputs)
+        if all(r["input"] != f"input_paths[{i}]" for r in resolved.values())
+    ]
     with np.errstate(all="ignore"):
         result = np.broadcast_to(evaluate_expression(node, arrays), mask.shape).astype("float32")
     undefined = ~mask & ~np.isfinite(result)
@@ -1020,9 +1137,16 @@ def band_math(ctx: RunContext) -> None:
             "guard the expression with where(), e.g. where(nir + red == 0, 0, (nir - red) / (nir + red)), if a value "
             "is wanted there",
         )
-    write_raster(ctx, np.ma.masked_array(result, mask=out_mask), transform=first.transform, crs=first.crs,
-                 nodata=nodata, dtype="float32", band_names=[ctx.arguments["expression"][:200]],
-                 value_range=(-FLOAT32_MAX, FLOAT32_MAX))
+    write_raster(
+        ctx,
+        np.ma.masked_array(result, mask=out_mask),
+        transform=first.transform,
+        crs=first.crs,
+        nodata=nodata,
+        dtype="float32",
+        band_names=[ctx.arguments["expression"][:200]],
+        value_range=(-FLOAT32_MAX, FLOAT32_MAX),
+    )
 
 
 # -- extract_band ----------------------------------------------------------------------------
@@ -1048,10 +1172,22 @@ def extract_band(ctx: RunContext) -> None:
     ctx.parameters["band"] = number
     ctx.crs_decisions.setdefault("analysis_crs", crs_label(grid.crs))
     ctx.crs_decisions.setdefault("reason", "a band copied on input_path's own grid")
-    ctx.notes.append(f"band {number} ({name!r}) of {grid.count} copied unchanged: {dtype}, nodata {grid.nodata}, "
-                     f"scale {scale:g}, offset {offset:g}")
-    write_raster(ctx, array, transform=grid.transform, crs=grid.crs, nodata=grid.nodata, dtype=dtype,
-                 band_names=[name], value_range=_valid_range(data), scales=[scale], offsets=[offset])
+    ctx.notes.append(
+        f"band {number} ({name!r}) of {grid.count} copied unchanged: {dtype}, nodata {grid.nodata}, "
+        f"scale {scale:g}, offset {offset:g}"
+    )
+    write_raster(
+        ctx,
+        array,
+        transform=grid.transform,
+        crs=grid.crs,
+        nodata=grid.nodata,
+        dtype=dtype,
+        band_names=[name],
+        value_range=_valid_range(data),
+        scales=[scale],
+        offsets=[offset],
+    )
 
 
 # -- band_statistics -------------------------------------------------------------------------
@@ -1113,8 +1249,9 @@ def band_statistics(ctx: RunContext) -> None:
         }
         if percentiles:
             found = np.percentile(values, percentiles) if values.size else [None] * len(percentiles)
-            row["percentiles"] = {_key(p): (None if v is None else float(v)) for p, v in
-                                  zip(percentiles, found, strict=True)}
+            row["percentiles"] = {
+                _key(p): (None if v is None else float(v)) for p, v in zip(percentiles, found, strict=True)
+            }
         scales, offsets = header.get("scales") or [], header.get("offsets") or []
         if scales and offsets and (scales[number - 1] != 1.0 or offsets[number - 1] != 0.0):
             row["scale"], row["offset"] = scales[number - 1], offsets[number - 1]

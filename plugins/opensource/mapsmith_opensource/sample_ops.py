@@ -35,7 +35,10 @@ if TYPE_CHECKING:
 
 REGISTRATIONS = (
     Registration(
-        "sample_raster_at_points", "sample_raster_at_points", engine="rasterio", requirement="raster",
+        "sample_raster_at_points",
+        "sample_raster_at_points",
+        engine="rasterio",
+        requirement="raster",
         validate="validate_sample_raster_at_points",
     ),
     Registration("elevation_profile", "elevation_profile", engine="rasterio", requirement="raster"),
@@ -70,9 +73,7 @@ def _snap(values: np.ndarray) -> np.ndarray:
     return np.where(np.abs(values - nearest) < SNAP_CELLS, nearest, values)
 
 
-def sample_grid(
-    grid: Grid, band: int, xs: np.ndarray, ys: np.ndarray, method: str
-) -> tuple[np.ndarray, np.ndarray]:
+def sample_grid(grid: Grid, band: int, xs: np.ndarray, ys: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
     """Values of ``band`` at map positions (the grid's CRS): float64 with NaN where null, and why each
     null is null (``OUTSIDE`` or ``NODATA``; 0 for a value).
 
@@ -362,7 +363,8 @@ def elevation_profile(ctx: RunContext) -> None:
         geod = line_crs.get_geod()
         ellipsoid = line_crs.ellipsoid.name if line_crs.ellipsoid else "the CRS's ellipsoid"
         why = (
-            f"{label} is geographic" if line_crs.is_geographic
+            f"{label} is geographic"
+            if line_crs.is_geographic
             else f"{label} distorts lengths by {distortion:.1%} at the data"
         )
         method_text = f"geodesic on the {ellipsoid} ellipsoid ({why})"
@@ -405,8 +407,13 @@ def elevation_profile(ctx: RunContext) -> None:
             f"the profiles would hold {total} samples at {spacing_m:g} m spacing; an answer holds at most "
             f"{MAX_PROFILE_SAMPLES}",
             code="PROFILE_TOO_MANY_SAMPLES",
-            evidence={"samples": total, "spacing_meters": spacing_m, "lines": len(lines),
-                      "total_length_m": total_length, "longest_m": longest},
+            evidence={
+                "samples": total,
+                "spacing_meters": spacing_m,
+                "lines": len(lines),
+                "total_length_m": total_length,
+                "longest_m": longest,
+            },
             hint=f"pass spacing_meters={math.ceil(needed):d} or more, or profile fewer lines (select_features)",
         )
     to_raster = _to_raster(ctx, sample_crs, grid, aoi)
