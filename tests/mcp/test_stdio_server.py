@@ -16,8 +16,7 @@ import shutil
 import subprocess
 import sys
 import warnings
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from shapely.geometry import box
 
 from conftest import published_schema_errors
 from layers import write_layer
+from mcp_client import Reply, call, mcp_session, server_env
 
 pytestmark = pytest.mark.mcp
 
@@ -62,37 +62,6 @@ DEDICATED_TOOLS = {
     "select_features",
 }
 STACKS_MISSING_HERE = {"sedona", "qgis", "esri"}  # none of their engines is installed in the test venv
-
-
-def server_env(workspace: Path, **extra: str) -> dict[str, str]:
-    """The child's MAPSMITH_* settings. The SDK merges them over a minimal inherited environment,
-    so a MAPSMITH_STACK set in the shell running pytest cannot leak into the server."""
-    return {"MAPSMITH_WORKSPACE": str(workspace), **extra}
-
-
-@asynccontextmanager
-async def mcp_session(workspace: Path, **env: str) -> AsyncIterator[tuple[Any, Any]]:
-    from mcp.client.session import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "mapsmith"], env=server_env(workspace, **env), cwd=str(workspace)
-    )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        init = await session.initialize()
-        yield session, init
-
-
-@dataclass
-class Reply:
-    is_error: bool
-    data: dict[str, Any]  # structured_content
-    text: dict[str, Any]  # the same reply parsed from its text content, for clients that read only text
-
-
-async def call(session: Any, tool: str, arguments: dict[str, Any], **kwargs: Any) -> Reply:
-    result = await session.call_tool(tool, arguments, **kwargs)
-    return Reply(bool(result.is_error), result.structured_content or {}, json.loads(result.content[0].text))
 
 
 @dataclass

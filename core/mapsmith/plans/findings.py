@@ -91,7 +91,6 @@ FINDING_CODES: dict[str, str] = {
     "PATH_ALTERNATE_STREAM": "A path contains ':' (an NTFS stream or a GDAL driver prefix).",
     "PATH_EMPTY": "A path is empty or blank.",
     "PATH_INVALID_CHARACTERS": "A path contains control characters.",
-    "INVALID_ARGUMENT": "A path argument is not a string.",
     # -- outputs
     "DUPLICATE_OUTPUT": "Two steps write the same output path.",
     "OUTPUT_OVERWRITES_INPUT": "An output path is an input of this or another step of the plan.",
