@@ -151,18 +151,6 @@ def validate_watershed(ctx: RunContext) -> None:
 # -- shared steps --------------------------------------------------------------------------------
 
 
-def _band(ctx: RunContext) -> int | str:
-    band = ctx.arguments.get("band", "1")
-    return int(band) if str(band).isdigit() else band
-
-
-def _open_dem(ctx: RunContext, what: str) -> Grid:
-    wb.set_whitebox_engine(ctx)
-    grid = raster_io.open_grid(ctx)
-    raster_io.require_projected(ctx, grid, what)
-    return grid
-
-
 def _cell_area_m2(grid: Grid) -> float:
     from mapsmith.crs import linear_unit_metres
 
@@ -252,12 +240,12 @@ def _no_flow_interior(values: np.ndarray, valid: np.ndarray, no_flow: float) -> 
 
 
 def fill_depressions(ctx: RunContext) -> None:
-    grid = _open_dem(ctx, "fill_depressions")
+    grid = wb.open_dem(ctx, "fill_depressions")
     fix_flats = bool(ctx.arguments["fix_flats"])
     increment = ctx.arguments.get("flat_increment")
     max_depth = ctx.arguments.get("max_depth_meters")
     with wb.workdir(ctx) as directory:
-        band = grid.band_index(_band(ctx))
+        band = grid.band_index(ctx.arguments.get("band", "1"))
         dem = wb.read_input(ctx, grid, directory, band)
         original = grid.read(band)
         filled, _ = _fill(
@@ -285,10 +273,10 @@ def fill_depressions(ctx: RunContext) -> None:
 def flow_direction(ctx: RunContext) -> None:
     import numpy as np
 
-    grid = _open_dem(ctx, "flow_direction")
+    grid = wb.open_dem(ctx, "flow_direction")
     method, table = ctx.arguments["method"], ctx.arguments["code_table"]
     with wb.workdir(ctx) as directory:
-        band = grid.band_index(_band(ctx))
+        band = grid.band_index(ctx.arguments.get("band", "1"))
         dem = wb.read_input(ctx, grid, directory, band)
         original = grid.read(band)
         if ctx.arguments["fill_first"]:
@@ -346,7 +334,7 @@ def _d8_accumulation(ctx: RunContext, grid: Grid, dem: Any, original: np.ma.Mask
 
 
 def flow_accumulation(ctx: RunContext) -> None:
-    grid = _open_dem(ctx, "flow_accumulation")
+    grid = wb.open_dem(ctx, "flow_accumulation")
     units = ctx.arguments["units"]
     out_type = OUT_TYPES[units]
     n = grid.width * grid.height
@@ -355,7 +343,7 @@ def flow_accumulation(ctx: RunContext) -> None:
 
     width_m = grid.cell_size[0] * linear_unit_metres(grid.crs)
     with wb.workdir(ctx) as directory:
-        band = grid.band_index(_band(ctx))
+        band = grid.band_index(ctx.arguments.get("band", "1"))
         dem = wb.read_input(ctx, grid, directory, band)
         original = grid.read(band)
         filled, _ = _fill(ctx, grid, dem, original, purpose="flow is routed on the filled DEM")
@@ -389,7 +377,7 @@ def flow_accumulation(ctx: RunContext) -> None:
 
 def extract_streams(ctx: RunContext) -> None:
 
-    grid = _open_dem(ctx, "extract_streams")
+    grid = wb.open_dem(ctx, "extract_streams")
     area = _cell_area_m2(grid)
     cells, km2 = ctx.arguments.get("threshold_cells"), ctx.arguments.get("threshold_km2")
     if km2 is not None:
@@ -409,7 +397,7 @@ def extract_streams(ctx: RunContext) -> None:
         "rule": "a cell is a stream when its D8 accumulation in cells (the cell itself included) >= threshold_cells",
     }
     with wb.workdir(ctx) as directory:
-        band = grid.band_index(_band(ctx))
+        band = grid.band_index(ctx.arguments.get("band", "1"))
         dem = wb.read_input(ctx, grid, directory, band)
         original = grid.read(band)
         _, accumulation, valid = _d8_accumulation(
@@ -545,14 +533,14 @@ def watershed(ctx: RunContext) -> None:
 
     from mapsmith.crs import linear_unit_metres
 
-    grid = _open_dem(ctx, "watershed")
+    grid = wb.open_dem(ctx, "watershed")
     unit = linear_unit_metres(grid.crs)
     radius = float(ctx.arguments["snap_distance_meters"])
     points, labels = _pour_points(ctx, grid)
     t = grid.transform
     left, bottom, right, top = grid.bounds
     with wb.workdir(ctx) as directory:
-        band = grid.band_index(_band(ctx))
+        band = grid.band_index(ctx.arguments.get("band", "1"))
         dem = wb.read_input(ctx, grid, directory, band)
         original = grid.read(band)
         pointer_r, accumulation_r, valid = _d8_accumulation(

@@ -288,7 +288,10 @@ class Grid:
         return t.c, t.f + t.e * self.height, t.c + t.a * self.width, t.f
 
     def band_index(self, band: int | str) -> int:
-        """A 1-based band number from a number or a band name; refuses one that is not there."""
+        """A 1-based band number from a number, a band name, or a number written as text (as the
+        ``band`` arguments are); a name wins over a number. Refuses a band that is not there."""
+        if isinstance(band, str) and band not in self.band_names and band.strip().isdigit():
+            band = int(band)
         if isinstance(band, str) and band in self.band_names:
             return self.band_names.index(band) + 1
         if isinstance(band, int) and 1 <= band <= self.count:

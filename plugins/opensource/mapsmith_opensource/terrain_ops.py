@@ -61,23 +61,11 @@ CURVATURE_SIGNS = {
 # -- shared steps -------------------------------------------------------------------------------
 
 
-def _band(ctx: RunContext) -> int | str:
-    band = ctx.arguments.get("band", "1")
-    return int(band) if str(band).isdigit() else band
-
-
-def _dem(ctx: RunContext, what: str) -> Grid:
-    wb.set_whitebox_engine(ctx)
-    grid = raster_io.open_grid(ctx)
-    raster_io.require_projected(ctx, grid, what)
-    return grid
-
-
 def _read_dem(ctx: RunContext, grid: Grid, directory: Path, tool: str) -> Any:
     """The DEM band as a Whitebox raster; an integer DEM is handed over as float32 because Whitebox
     computes aspect, hillshade and curvatures in the input's number type (aspect in whole degrees,
     curvatures truncated to integers), disclosed in ``x-mapsmith:normalised_inputs``."""
-    return wb.read_input(ctx, grid, directory, grid.band_index(_band(ctx)), float_copy=True)
+    return wb.read_input(ctx, grid, directory, grid.band_index(ctx.arguments.get("band", "1")), float_copy=True)
 
 
 def _z_factor(ctx: RunContext) -> float:
@@ -95,7 +83,7 @@ def _per_length_unit(grid: Grid) -> str:
 
 
 def slope(ctx: RunContext) -> None:
-    grid = _dem(ctx, "slope")
+    grid = wb.open_dem(ctx, "slope")
     units = ctx.arguments["units"]
     with wb.workdir(ctx) as directory:
         dem = _read_dem(ctx, grid, directory, "slope")
@@ -104,7 +92,7 @@ def slope(ctx: RunContext) -> None:
 
 
 def aspect(ctx: RunContext) -> None:
-    grid = _dem(ctx, "aspect")
+    grid = wb.open_dem(ctx, "aspect")
     with wb.workdir(ctx) as directory:
         dem = _read_dem(ctx, grid, directory, "aspect")
         out = wb.call(ctx, "terrain", "aspect", input=dem, z_factor=_z_factor(ctx))
@@ -120,7 +108,7 @@ def hillshade(ctx: RunContext) -> None:
     import numpy as np
     import rasterio
 
-    grid = _dem(ctx, "hillshade")
+    grid = wb.open_dem(ctx, "hillshade")
     azimuth, altitude = float(ctx.arguments["azimuth_degrees"]), float(ctx.arguments["altitude_degrees"])
     with wb.workdir(ctx) as directory:
         dem = _read_dem(ctx, grid, directory, "hillshade")
@@ -155,7 +143,7 @@ def hillshade(ctx: RunContext) -> None:
 
 
 def curvature(ctx: RunContext) -> None:
-    grid = _dem(ctx, "curvature")
+    grid = wb.open_dem(ctx, "curvature")
     kind = ctx.arguments["curvature_type"]
     tool = CURVATURE_TOOLS[kind]
     with wb.workdir(ctx) as directory:
@@ -171,7 +159,7 @@ def viewshed(ctx: RunContext) -> None:
 
     from mapsmith_opensource import common
 
-    grid = _dem(ctx, "viewshed")
+    grid = wb.open_dem(ctx, "viewshed")
     height = float(ctx.arguments["observer_height_meters"])
     observers = common.align_to(ctx, common.read_input(ctx, "observers_path"), grid.crs, "observers_path")
     points = _observer_cells(ctx, grid, observers)
@@ -238,7 +226,7 @@ def _observer_cells(ctx: RunContext, grid: Grid, observers: Any) -> list[Any]:
         )
     from rasterio.windows import Window
 
-    band = _band(ctx)
+    band = ctx.arguments.get("band", "1")
     masked = [
         bool(np.ma.getmaskarray(grid.read(band, window=Window(int(c), int(r), 1, 1)))[0, 0])
         for r, c in zip(row_i, col_i, strict=True)

@@ -61,6 +61,14 @@ def set_whitebox_engine(ctx: RunContext) -> None:
     raster_io.set_raster_engine(ctx, "whitebox_workflows", version(), licence=str(wbe.license_info()))
 
 
+def open_dem(ctx: RunContext, what: str) -> Grid:
+    """Record Whitebox as the engine and open input_path as a checked, projected grid."""
+    set_whitebox_engine(ctx)
+    grid = raster_io.open_grid(ctx)
+    raster_io.require_projected(ctx, grid, what)
+    return grid
+
+
 @contextmanager
 def workdir(ctx: RunContext) -> Iterator[Path]:
     """A private folder beside the output (same file system, so the final move is a rename); removed
