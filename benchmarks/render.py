@@ -164,6 +164,19 @@ RASTER_SLOPE_FIELDS: dict[str, tuple[str, ...]] = {
     "target": ("ratio_at_most", "met"),
     "agreement": ("max_abs_difference_interior", "same_valid_cells", "cells_compared"),
 }
+# ... of results/discovery.json (from bench_discovery.py).
+DISCOVERY_FIELDS: dict[str, tuple[str, ...]] = {
+    "": ("command", "date", "machine", "code", "description", "searches", "passes", "series", "target"),
+    "machine": ("nproc", "python", "platform", "mapsmith_version", "load_average_1min"),
+    "code": ("commit", "uncommitted_changes"),
+    "target": (
+        "real_catalog_median_ms",
+        "real_catalog_met",
+        "synthetic_entries",
+        "synthetic_median_ms",
+        "synthetic_met",
+    ),
+}
 # Each results file the page shows, with the fields it needs.
 FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "startup": STARTUP_FIELDS,
@@ -171,6 +184,7 @@ FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "vector_spatial_join": VECTOR_SPATIAL_JOIN_FIELDS,
     "raster_zonal": RASTER_ZONAL_FIELDS,
     "raster_slope": RASTER_SLOPE_FIELDS,
+    "discovery": DISCOVERY_FIELDS,
 }
 
 
@@ -464,6 +478,40 @@ def _raster_slope(r: dict[str, Any]) -> list[str]:
     return lines + _vector_footer(r)
 
 
+def _discovery(r: dict[str, Any]) -> list[str]:
+    target, m = r["target"], r["machine"]
+    rows = []
+    for s in r["series"]:
+        if s.get("unavailable"):
+            rows.append(f"| {s['catalog']} | `{s['engine']}` | unavailable here | | | | |")
+            continue
+        rows.append(
+            f"| {s['catalog']} ({s['entries']:,} entries) | `{s['engine']}` (ran `{s['engine_used']}`) | "
+            f"{s['median_ms']:.3f} | {s['p90_ms']:.3f} | {s['min_ms']:.3f} | {s['max_ms']:.3f} | "
+            f"{s['cold_first_call_ms']:.1f} |"
+        )
+    return [
+        "## Discovery: one catalog search",
+        "",
+        f"{_sentence(r['description'])} {r['searches']} searches, {r['passes']} passes each; milliseconds per search.",
+        "",
+        "| catalog | engine | median (ms) | p90 (ms) | min (ms) | max (ms) | first call (ms) |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+        f"Targets: median under {target['real_catalog_median_ms']:g} ms with the real catalog: "
+        f"{_met(target['real_catalog_met'])}; under {target['synthetic_median_ms']:g} ms with "
+        f"{target['synthetic_entries']:,} synthetic entries: {_met(target['synthetic_met'])}.",
+        "",
+        f"Machine: {m['nproc']} CPUs, {m['platform']}, Python {m['python']}; mapsmith {m['mapsmith_version']}. "
+        f"Measured {r['date']}; 1-minute load average {m['load_average_1min']['before']} before, "
+        f"{m['load_average_1min']['after']} after.",
+        "",
+        f"Produced by `{r['command']}`.",
+        "",
+    ]
+
+
 def render(results: dict[str, dict[str, Any]] | None = None) -> str:
     """The text of ``docs/benchmarks.md`` for ``results`` (default: the committed results files)."""
     results = load_results() if results is None else results
@@ -487,6 +535,8 @@ def render(results: dict[str, dict[str, Any]] | None = None) -> str:
         lines += _raster_zonal(results["raster_zonal"])
     if "raster_slope" in results:
         lines += _raster_slope(results["raster_slope"])
+    if "discovery" in results:
+        lines += _discovery(results["discovery"])
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -97,7 +97,13 @@ class MapSmith:
         }
 
     def list_operations(self, input_kind: str | None = None, output_kind: str | None = None) -> list[dict[str, Any]]:
-        """The catalog, filtered by what the caller holds (input kind) and wants back (output kind)."""
+        """The catalog, filtered by what the caller holds (input kind) and wants back (output kind).
+
+        The shape existing callers rely on, computed by ``mapsmith.catalog.discover`` (every remaining
+        entry, by name); ``discover`` below is the search an agent calls.
+        """
+        from mapsmith.catalog import discover
+
         for name, value, allowed in (
             ("input_kind", input_kind, INPUT_KINDS),
             ("output_kind", output_kind, OUTPUT_KINDS),
@@ -109,20 +115,22 @@ class MapSmith:
                     evidence={"argument": name, "value": value},
                     hint=f"pass {name} as one of {', '.join(allowed)}, or leave it out",
                 )
+        # "any" used to mean "no filter" here (discover reads it as "any dataset")
+        held = None if input_kind == "any" else input_kind
+        answer = discover(self, input_kind=held, produces=output_kind, limit=None)
         out = []
-        for name, contract in sorted(self.host.contracts.items()):
-            kinds = set(contract.input_kinds)
-            if input_kind == "none":
-                if kinds:
-                    continue
-            elif input_kind and input_kind != "any" and not kinds & {input_kind, "any"}:
-                continue
-            if output_kind and contract.output_kind != output_kind:
-                continue
-            summary = contract.to_summary()
+        for candidate in answer["candidates"]:
+            name = candidate["operation"]
+            summary = self.host.contracts[name].to_summary()
             summary["stacks"] = sorted({i.stack for i in self.host.implementations.get(name, [])})
             out.append(summary)
         return out
+
+    def discover(self, query: str = "", **facets: Any) -> dict[str, Any]:
+        """Search the catalog: declared facets narrow it, a ranker orders it (``mapsmith.catalog.discover``)."""
+        from mapsmith.catalog import discover
+
+        return discover(self, query, **facets)
 
     def get_provenance(self, path: str) -> dict[str, Any]:
         """The manifest beside a dataset, whether it still matches the bytes, and its lineage."""

@@ -77,11 +77,14 @@ class Transcript:
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "server_info": ("server_info", {}),
     "catalog": ("list_operations", {}),
-    "reads_vector": ("list_operations", {"input_kind": "vector"}),
-    "reads_raster": ("list_operations", {"input_kind": "raster"}),
-    "writes_vector": ("list_operations", {"output_kind": "dataset:vector"}),
-    "describes": ("list_operations", {"output_kind": "description"}),
+    "raster_to_raster": ("list_operations", {"input_kind": "raster", "produces": "dataset:raster"}),
+    "buffer_query": (
+        "list_operations",
+        {"query": "a zone 1.5 km wide around the river", "input_kind": "vector", "produces": "dataset:vector"},
+    ),
+    "describes": ("list_operations", {"produces": "description"}),
     "vector_to_description": ("list_operations", {"input_kind": "vector", "output_kind": "description"}),
+    "nothing_left": ("list_operations", {"input_kind": "raster", "produces": "description", "dataset_count": 3}),
     "misspelt_kind": ("list_operations", {"input_kind": "vectr"}),
     "crs_required": (
         "buffer_layer",
@@ -275,34 +278,37 @@ def test_unknown_tool_suggests_the_close_one(transcript: Transcript) -> None:
 
 def _names(reply: Reply) -> list[str]:
     assert not reply.is_error, reply.data
-    assert reply.data["count"] == len(reply.data["operations"])
-    return [op["operation"] for op in reply.data["operations"]]
+    assert reply.data["count"] == len(reply.data["candidates"])
+    return [op["operation"] for op in reply.data["candidates"]]
 
 
-def test_list_operations_filters_by_input_and_output_kind(transcript: Transcript) -> None:
+def test_list_operations_narrows_by_declared_facets_and_delivers_small_sets_whole(transcript: Transcript) -> None:
     # The expected sets are read from the contract files themselves (tomllib, not MapSmith).
     import tomllib
 
     contracts = [tomllib.loads(p.read_text("utf-8")) for p in (REPO / "contracts" / "operations").glob("*.toml")]
-    everything = sorted(c["name"] for c in contracts)
-
-    def reading(kind: str) -> list[str]:
-        return sorted(c["name"] for c in contracts if any(d["kind"] in (kind, "any") for d in c.get("datasets", [])))
-
-    reads_vector, reads_raster = reading("vector"), reading("raster")
-    writes_vector = sorted(c["name"] for c in contracts if c["output"]["kind"] == "dataset:vector")
-    assert set(everything) >= DEDICATED_TOOLS
-    assert _names(transcript.replies["catalog"]) == everything
-    assert _names(transcript.replies["reads_vector"]) == reads_vector
-    assert _names(transcript.replies["reads_raster"]) == reads_raster
-    assert "describe_dataset" in reads_raster
-    assert _names(transcript.replies["writes_vector"]) == writes_vector
+    assert {c["name"] for c in contracts} >= DEDICATED_TOOLS
+    everything = transcript.replies["catalog"].data
+    # nothing declared: the whole catalog remains, ranked, and the reply says how many more there are
+    assert everything["status"] == "ranked" and everything["remaining"] == len(contracts)
+    assert everything["more"] == len(contracts) - len(everything["candidates"])
+    raster_to_raster = sorted(
+        c["name"]
+        for c in contracts
+        if c["output"]["kind"] == "dataset:raster"
+        and any(d["kind"] in ("raster", "any") for d in c.get("datasets", []))
+    )
+    reply = transcript.replies["raster_to_raster"]
+    assert reply.data["status"] == "choose"  # at most 30 remain: every one delivered
+    assert sorted(_names(reply)) == raster_to_raster
+    assert all(c["distinguishes"] for c in reply.data["candidates"])
     assert _names(transcript.replies["describes"]) == ["describe_dataset"]
     assert _names(transcript.replies["vector_to_description"]) == ["describe_dataset"]
-    entry = transcript.replies["catalog"].data["operations"][everything.index("clip_layer")]
-    assert entry["input_kinds"] == ["vector", "vector"]
-    assert entry["stacks"] == ["opensource"]
-    assert entry["distinguishes"]
+    assert "buffer_layer" in _names(transcript.replies["buffer_query"])[:3]
+    assert transcript.replies["buffer_query"].data["engine"] in ("lexical", "vector")
+    empty = transcript.replies["nothing_left"].data
+    assert empty["status"] == "empty" and empty["candidates"] == []
+    assert set(empty["removed_by"]) == {"input_kind", "produces", "dataset_count"}
 
 
 def test_list_operations_refuses_a_kind_outside_its_enum(transcript: Transcript) -> None:

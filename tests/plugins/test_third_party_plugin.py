@@ -62,7 +62,10 @@ async def _converse(workspace: Path, site: Path) -> dict[str, Any]:
     )
     calls = {
         "info": ("server_info", {}),
-        "catalog": ("list_operations", {"output_kind": "dataset:vector"}),
+        "catalog": (
+            "list_operations",
+            {"query": "number of vertices in each feature", "input_kind": "vector", "detail": True},
+        ),
         "raster_catalog": ("list_operations", {"input_kind": "raster"}),
         "run": (
             "run_operation",
@@ -109,11 +112,12 @@ def test_installed_plugin_is_listed_run_and_recorded(workspace: Path, plugin_sit
     assert info["operations"] == BUILT_IN + 1  # the built-in contracts and the plugin's
 
     failed, catalog = replies["catalog"]
-    entry = next(op for op in catalog["operations"] if op["operation"] == OPERATION)
-    assert entry["stacks"] == ["opensource"]
-    assert entry["input_kinds"] == ["vector"] and entry["output_kind"] == "dataset:vector"
+    # found by describing the goal, first among the candidates
+    entry = catalog["candidates"][0]
+    assert entry["operation"] == OPERATION and entry["output_kind"] == "dataset:vector"
     assert entry["summary"].startswith("Add a vertex_count field")
-    assert OPERATION not in [op["operation"] for op in replies["raster_catalog"][1]["operations"]]
+    assert entry["example"]["arguments"]["input_path"]
+    assert OPERATION not in [op["operation"] for op in replies["raster_catalog"][1]["candidates"]]
 
     failed, run = replies["run"]
     assert not failed, run

@@ -18,10 +18,11 @@ from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool, ToolAn
 
 from mapsmith import __version__
 from mapsmith.app import MapSmith
+from mapsmith.contracts import contracts_root
 from mapsmith.errors import ArgumentError, MapSmithError
 from mapsmith.server.models import (
+    DiscoveryReply,
     LineageReply,
-    OperationListReply,
     OperationReply,
     PlanExecutionReply,
     PlanExplanationReply,
@@ -67,18 +68,72 @@ _RUN_OPERATION_SCHEMA = {
     "required": ["operation"],
     "additionalProperties": False,
 }
+_KINDS_HELD = ["vector", "raster", "table", "dataset", "plan", "none"]
+_OUTPUT_KINDS = ["dataset:vector", "dataset:raster", "answer", "description"]
+_CATEGORIES = sorted(
+    json.loads(contracts_root().joinpath("schemas", "operation.schema.json").read_text("utf-8"))["properties"][
+        "category"
+    ]["enum"]
+)
 _LIST_OPERATIONS_SCHEMA = {
     "type": "object",
     "properties": {
-        "input_kind": {
+        "query": {
             "type": "string",
-            "enum": ["vector", "raster", "any", "none"],
-            "description": "Keep operations that read this kind of dataset.",
+            "default": "",
+            "description": "What you want to do, in your own words (your data and your goal). Only ranks.",
+        },
+        "input_kind": {
+            "description": "The data you hold: keeps operations that read at least one of these kinds "
+            "('dataset' = any dataset; 'none' = you have no data yet; 'plan' = a multi-step plan).",
+            "anyOf": [
+                {"type": "string", "enum": _KINDS_HELD},
+                {"type": "array", "items": {"type": "string", "enum": _KINDS_HELD}, "minItems": 1},
+            ],
+        },
+        "produces": {
+            "description": "What you want back: keeps operations whose result is one of these.",
+            "anyOf": [
+                {"type": "string", "enum": _OUTPUT_KINDS},
+                {"type": "array", "items": {"type": "string", "enum": _OUTPUT_KINDS}, "minItems": 1},
+            ],
         },
         "output_kind": {
             "type": "string",
-            "enum": ["dataset:vector", "dataset:raster", "answer", "description"],
-            "description": "Keep operations that produce this.",
+            "enum": _OUTPUT_KINDS,
+            "description": "Deprecated: the same as produces.",
+        },
+        "dataset_count": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "How many datasets you will pass; operations taking a list of datasets match any count.",
+        },
+        "geometry_types": {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": 1,
+            "description": "Geometry types in your vector data: point, line, polygon (MultiPolygon, LineString "
+            "and the like are accepted).",
+        },
+        "projected_crs": {
+            "type": "boolean",
+            "description": "Whether your data is in a projected CRS; false removes operations that need one.",
+        },
+        "category": {
+            "type": "string",
+            "enum": _CATEGORIES,
+            "description": "A category you guess; it only ranks (a small boost), never filters.",
+        },
+        "engine": {
+            "type": "string",
+            "enum": ["auto", "lexical", "vector"],
+            "default": "auto",
+            "description": "The ranker: auto (vector when it loads, else lexical), lexical (BM25) or vector.",
+        },
+        "detail": {
+            "type": "boolean",
+            "default": False,
+            "description": "Add each candidate's parameters and a full example.",
         },
     },
     "additionalProperties": False,
@@ -123,7 +178,7 @@ def _error(exc: MapSmithError) -> CallToolResult:
 
 REPLY_MODELS: dict[str, type[_Reply]] = {
     "server_info": ServerInfoReply,
-    "list_operations": OperationListReply,
+    "list_operations": DiscoveryReply,
     "run_operation": OperationReply,
     "get_provenance": ProvenanceReply,
     "validate_plan": PlanValidationReply,
@@ -151,8 +206,11 @@ def build_server(app: MapSmith) -> Server[Any]:
             ),
             Tool(
                 name="list_operations",
-                description="The operation catalog, filtered by the kind of data held (input_kind) and the "
-                "kind of result wanted (output_kind). Each entry says what separates it from its neighbours.",
+                description="Find the operation for a task. Describe it in query; declare what you know for "
+                "certain (input_kind, produces, dataset_count, geometry_types, projected_crs) to narrow the catalog. "
+                "status 'choose' lists every remaining operation, ordered; 'ranked' the best and how many more; "
+                "'unsure' both rankers' guesses and a question; 'empty' which facet removed what. Each candidate "
+                "says what separates it from its neighbours; 'planned' ones do not run yet.",
                 input_schema=_LIST_OPERATIONS_SCHEMA,
                 annotations=read_only,
             ),
@@ -224,6 +282,9 @@ def build_server(app: MapSmith) -> Server[Any]:
         return out
 
     async def run_op(name: str, arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        from mapsmith.catalog import record_next_operation
+
+        record_next_operation(app, name)  # the discovery log's "what ran next" (a no-op unless it is on)
         # A no-op unless the client sent a progress token.
         await ctx.session.report_progress(0.0, 1.0, f"{name}: checking arguments and inputs")
         result = await anyio.to_thread.run_sync(lambda: app.run(name, arguments))
@@ -236,8 +297,11 @@ def build_server(app: MapSmith) -> Server[Any]:
         return await anyio.to_thread.run_sync(app.server_info)
 
     async def list_operations(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
-        ops = app.list_operations(args.get("input_kind"), args.get("output_kind"))
-        return {"count": len(ops), "operations": ops}
+        args = dict(args)
+        legacy = args.pop("output_kind", None)
+        if legacy is not None:
+            args.setdefault("produces", legacy)
+        return await anyio.to_thread.run_sync(lambda: app.discover(**args))
 
     async def run_operation(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
         operation = args.get("operation")
@@ -362,6 +426,9 @@ def build_server(app: MapSmith) -> Server[Any]:
 async def serve_stdio(app: MapSmith) -> None:
     from mcp.server.stdio import stdio_server
 
+    from mapsmith.catalog import check_discovery_log
+
+    check_discovery_log(app)  # a refused MAPSMITH_DISCOVERY_LOG is said on stderr at start, not at the first search
     server = build_server(app)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -92,6 +92,27 @@ class OperationListReply(_Reply):
     operations: list[OperationSummaryReply]
 
 
+class CandidateReply(_Reply):
+    operation: str
+    status: Literal["available", "planned"]
+    distinguishes: str
+    score: float
+
+
+class DiscoveryReply(_Reply):
+    status: Literal["choose", "ranked", "unsure", "empty"]
+    engine: Literal["lexical", "vector"]
+    query: str
+    candidates: list[CandidateReply]
+    count: int
+    remaining: int
+    more: int
+    facets_applied: dict[str, Any]
+    removed_by: dict[str, Any]
+    message: str
+    notes: list[str]
+
+
 class ProvenanceReply(_Reply):
     manifest_path: str
     manifest: dict[str, Any]

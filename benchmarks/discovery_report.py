@@ -1,0 +1,327 @@
+"""Measure operation discovery over ``tests/data/discovery_queries.json`` and write ``docs/discovery.md``.
+
+Discovery is a retrieval problem, so it is measured like one. Every request of the query file is put
+to ``mapsmith.catalog.search.discover`` five times, declaring one more facet each time (nothing → the
+data kind held → the output wanted → the dataset count → the geometry types), once per ranker. Per
+facet row and ranker the page shows:
+
+* remaining: how many catalog entries the declared facets leave (mean and median over the answerable
+  requests), computed by ``mapsmith.catalog.facets.filter_entries`` alone;
+* kept: the share of answerable requests whose remaining set still holds an accepted operation (the
+  ceiling of every other column: a facet that removes the right answer cannot be ranked back);
+* found@3: the share of answerable requests with an accepted operation among the ranker's first three;
+* delivered: the share with an accepted operation among the candidates the answer delivers (the whole
+  remaining set when the answer is ``choose``);
+* refused: the share of the requests the catalog cannot answer that get ``empty`` or ``unsure``
+  instead of a confident list.
+
+It reads only the repository (the query file, the built-in contracts, the rankers' files or installed
+packages): no network, no model download. The page has no timing and no date, so the same repository
+renders the same page; ``--check`` exits 1 when ``docs/discovery.md`` differs from what this script
+renders (``tests/docs/test_discovery_report.py`` does the same).
+
+    python benchmarks/discovery_report.py            # write docs/discovery.md
+    python benchmarks/discovery_report.py --check    # exit 1 when the page is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import statistics
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+QUERIES = REPO / "tests" / "data" / "discovery_queries.json"
+PAGE = REPO / "docs" / "discovery.md"
+COMMAND = "python benchmarks/discovery_report.py"
+# Each row declares one more facet than the row above it, in the order an agent learns them.
+ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("nothing declared", ()),
+    ("+ data kind", ("input_kind",)),
+    ("+ wanted output", ("input_kind", "produces")),
+    ("+ dataset count", ("input_kind", "produces", "dataset_count")),
+    ("+ geometry type", ("input_kind", "produces", "dataset_count", "geometry_types")),
+)
+RANKERS = ("lexical", "vector")
+# Answers that say "I cannot tell" rather than offer a confident list.
+REFUSING_STATUSES = frozenset({"empty", "unsure"})
+TOP = 3
+
+Discover = Callable[..., Mapping[str, Any]]
+
+
+@dataclass
+class Cell:
+    """The measurements of one facet row for one ranker."""
+
+    found: int = 0
+    delivered: int = 0
+    refused: int = 0  # unanswerable requests answered empty or unsure
+    refused_answerable: int = 0  # answerable requests answered empty or unsure (false alarms)
+    misses: list[tuple[str, list[str], list[str]]] = field(default_factory=list)  # id, accepted, top 3
+
+
+@dataclass
+class Report:
+    answerable: int
+    unanswerable: int
+    catalog_size: int
+    rankers: dict[str, str]  # engine -> what it is, or why it is unavailable
+    remaining: dict[str, list[int]]  # row -> remaining size per answerable request
+    kept: dict[str, int]  # row -> answerable requests whose remaining set holds an accepted operation
+    cells: dict[tuple[str, str], Cell]  # (row, engine) -> measurements
+    statuses: dict[tuple[str, str], dict[str, int]]  # (row, engine) -> status counts over all requests
+
+
+def load_queries(path: Path = QUERIES) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("version") != 1:
+        raise ValueError(f"{path}: unsupported version {data.get('version')!r}")
+    return data
+
+
+def declared_facets(facets: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """The facets of one row a request declares: those named, leaving out what the person could not say."""
+    return {name: facets[name] for name in names if facets.get(name) is not None}
+
+
+class CatalogOnly:
+    """What ``discover`` reads of a service, over the built-in contracts only: the page must not depend
+    on which third-party plugins happen to be installed, nor on a workspace or a discovery log."""
+
+    def __init__(self) -> None:
+        from mapsmith.contracts import load_builtin_contracts
+        from mapsmith.workspace import Workspace
+
+        self.host = SimpleNamespace(contracts=load_builtin_contracts())
+        self.environ: dict[str, str] = {}
+        self.workspace = Workspace.from_env({})
+
+
+def make_app() -> CatalogOnly:
+    return CatalogOnly()
+
+
+def ranker_availability(app: Any, discover: Discover) -> dict[str, str]:
+    """Per ranker, what it is (the page names it) or ``unavailable: <why>``, as ``discover`` sees it."""
+    from mapsmith.errors import MapSmithError
+
+    out = {"lexical": "Okapi BM25 in plain Python (`mapsmith.catalog.lexical`)"}
+    try:
+        discover(app, "", engine="vector")
+    except MapSmithError as exc:
+        if exc.code != "ENGINE_UNAVAILABLE":
+            raise
+        reason = str((exc.evidence or {}).get("reason") or exc.message)
+        # The reason's wording depends on how Python failed to import (and names local paths), so
+        # it goes to stderr; the page says only that the ranker was not measured.
+        print(f"vector ranker unavailable: {reason}", file=sys.stderr)
+        out["vector"] = "unavailable: `discover(app, query, engine='vector')` raises ENGINE_UNAVAILABLE"
+        return out
+    from mapsmith.catalog import vector
+
+    package = getattr(vector, "EMBEDDING_DISTRIBUTION", None)
+    version = getattr(vector, "EMBEDDING_VERSION", None)
+    source = f", from the pip package `{package}` {version}" if package else ""
+    out["vector"] = f"static embeddings (`mapsmith.catalog.vector`){source}"
+    return out
+
+
+def ordered_names(answer: Mapping[str, Any], engine: str) -> list[str]:
+    """The candidates in the order ``engine`` ranked them.
+
+    An ``unsure`` answer shows both rankers' guesses; when it keeps them apart (a mapping from engine
+    to its list) the engine's own list is used, otherwise the candidates as delivered.
+    """
+    for key in ("guesses", "by_engine"):
+        guesses = answer.get(key)
+        if isinstance(guesses, Mapping) and engine in guesses:
+            return [_name(c) for c in guesses[engine]]
+    return [_name(c) for c in answer.get("candidates", [])]
+
+
+def _name(candidate: Any) -> str:
+    return str(candidate["operation"] if isinstance(candidate, Mapping) else candidate)
+
+
+def measure(data: Mapping[str, Any], app: Any = None, discover: Discover | None = None) -> Report:
+    from mapsmith.catalog.facets import entry_facets, filter_entries
+
+    if app is None:
+        app = make_app()
+    if discover is None:
+        from mapsmith.catalog.search import discover as discover_fn
+
+        discover = discover_fn
+    contracts = app.host.contracts
+    entries = [entry_facets(contracts[name]) for name in sorted(contracts)]
+    rankers = ranker_availability(app, discover)
+    engines = [e for e in RANKERS if not rankers[e].startswith("unavailable")]
+    requests, unanswerable = data["requests"], data["unanswerable"]
+
+    report = Report(
+        answerable=len(requests),
+        unanswerable=len(unanswerable),
+        catalog_size=len(entries),
+        rankers=rankers,
+        remaining={row: [] for row, _ in ROWS},
+        kept=dict.fromkeys((row for row, _ in ROWS), 0),
+        cells={(row, e): Cell() for row, _ in ROWS for e in engines},
+        statuses={(row, e): {} for row, _ in ROWS for e in engines},
+    )
+    for row, names in ROWS:
+        for request in requests:
+            declared = declared_facets(request["facets"], names)
+            accepted = set(request["accept"])
+            remaining, _ = filter_entries(entries, **declared)
+            report.remaining[row].append(len(remaining))
+            report.kept[row] += bool(accepted & {e.name for e in remaining})
+            for engine in engines:
+                answer = discover(app, request["request"], engine=engine, **declared)
+                _count(report.statuses[(row, engine)], answer)
+                cell = report.cells[(row, engine)]
+                top = ordered_names(answer, engine)[:TOP]
+                delivered = {_name(c) for c in answer.get("candidates", [])}
+                if accepted & set(top):
+                    cell.found += 1
+                else:
+                    cell.misses.append((request["id"], sorted(accepted), top))
+                cell.delivered += bool(accepted & delivered)
+                cell.refused_answerable += answer.get("status") in REFUSING_STATUSES
+        for request in unanswerable:
+            declared = declared_facets(request["facets"], names)
+            for engine in engines:
+                answer = discover(app, request["request"], engine=engine, **declared)
+                _count(report.statuses[(row, engine)], answer)
+                report.cells[(row, engine)].refused += answer.get("status") in REFUSING_STATUSES
+    return report
+
+
+def _count(counts: dict[str, int], answer: Mapping[str, Any]) -> None:
+    status = str(answer.get("status"))
+    counts[status] = counts.get(status, 0) + 1
+
+
+def _pct(n: int, total: int) -> str:
+    return f"{100 * n / total:.0f}%" if total else "–"
+
+
+def render(report: Report) -> str:
+    engines = [e for e in RANKERS if (ROWS[0][0], e) in report.cells]
+    lines = [
+        f"<!-- Generated by `{COMMAND}` from tests/data/discovery_queries.json and the built-in catalog; "
+        "do not edit by hand. -->",
+        "",
+        "# Finding an operation: measured",
+        "",
+        f"`list_operations` narrows the catalog ({report.catalog_size} operations) by the facets a caller "
+        "declares and orders what is left with a ranker. This page measures both over "
+        f"{report.answerable} requests written from GIS work scenarios, each with every operation a "
+        f"professional would accept, and {report.unanswerable} requests the catalog cannot answer "
+        "(`tests/data/discovery_queries.json`). Each row declares one more facet than the row above it.",
+        "",
+        "Rankers:",
+        "",
+    ]
+    lines += [f"- `{e}`: {report.rankers[e]}" for e in RANKERS]
+    lines += [
+        "",
+        "Columns: *remaining* is how many operations the declared facets leave (mean / median over the "
+        "answerable requests); *kept* the share of answerable requests whose remaining set still holds an "
+        "accepted operation (the ceiling of the next columns); *found@3* the share with an accepted operation "
+        "among the ranker's first three; *delivered* the share with an accepted operation among the candidates "
+        "the answer delivers; *refused (unanswerable)* the share of the requests the catalog cannot answer that "
+        "are answered `empty` or `unsure` instead of a confident list, and *refused (answerable)* the same share "
+        "over the answerable requests (false alarms: the caller is asked to narrow although the answer was there).",
+        "",
+    ]
+    header = ["facets declared", "remaining mean", "remaining median", "kept"]
+    header += [f"found@3 {e}" for e in engines] + [f"delivered {e}" for e in engines]
+    header += ["refused (unanswerable)", "refused (answerable)"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    for row, _ in ROWS:
+        sizes = report.remaining[row]
+        cells = [
+            row,
+            f"{statistics.mean(sizes):.1f}",
+            f"{statistics.median(sizes):g}",
+            _pct(report.kept[row], report.answerable),
+        ]
+        by_engine = [report.cells[(row, e)] for e in engines]
+        cells += [_pct(c.found, report.answerable) for c in by_engine]
+        cells += [_pct(c.delivered, report.answerable) for c in by_engine]
+        # The status does not depend on the engine asked for ("unsure" compares both rankers
+        # whatever the engine), so one ranker's counts stand for all; a difference is shown.
+        refused = sorted({c.refused for c in by_engine})
+        false_alarms = sorted({c.refused_answerable for c in by_engine})
+        cells += [
+            " / ".join(_pct(n, report.unanswerable) for n in refused),
+            " / ".join(_pct(n, report.answerable) for n in false_alarms),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    unavailable = [e for e in RANKERS if e not in engines]
+    if unavailable:
+        lines += ["", f"Not measured (unavailable here): {', '.join(f'`{e}`' for e in unavailable)}."]
+    lines += ["", "## Answer statuses", "", "Over all requests, answerable and not, per row.", ""]
+    lines += ["| facets declared | statuses |", "|---|---|"]
+    for row, _ in ROWS:
+        texts = {e: ", ".join(f"{s} {n}" for s, n in sorted(report.statuses[(row, e)].items())) for e in engines}
+        if len(set(texts.values())) == 1:
+            lines.append(f"| {row} | {next(iter(texts.values()))} |")
+        else:
+            lines += [f"| {row} ({e}) | {t} |" for e, t in texts.items()]
+    last = ROWS[-1][0]
+    for e in engines:
+        misses = report.cells[(last, e)].misses
+        lines += [
+            "",
+            f"## Misses of `{e}` with every facet declared ({len(misses)})",
+            "",
+            "Requests whose accepted operations are not among the first three: what to improve next "
+            "(an entry's keywords or `distinguishes`, or the request's facets).",
+            "",
+        ]
+        if misses:
+            lines += ["| request | accepted | first three |", "|---|---|---|"]
+            lines += [f"| `{i}` | {', '.join(a)} | {', '.join(t) or '(none)'} |" for i, a, t in misses]
+        else:
+            lines.append("None.")
+    return "\n".join(lines) + "\n"
+
+
+def build_page(path: Path = QUERIES) -> str:
+    return render(measure(load_queries(path)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when the page differs; write nothing")
+    parser.add_argument("--queries", type=Path, default=QUERIES, help=f"query file (default {QUERIES})")
+    parser.add_argument("--output", type=Path, default=PAGE, help=f"page to write or check (default {PAGE})")
+    args = parser.parse_args(argv)
+    page = build_page(args.queries)
+    if args.check:
+        current = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
+        if current == page:
+            print(f"{args.output} is up to date")
+            return 0
+        sys.stdout.writelines(
+            difflib.unified_diff(current.splitlines(True), page.splitlines(True), str(args.output), "rendered")
+        )
+        print(f"\n{args.output} is stale: run `{COMMAND}`", file=sys.stderr)
+        return 1
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(page, encoding="utf-8")
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,50 @@
+"""The operation catalog as a search: declared facets narrow it, rankers order what remains.
+
+``discover`` answers ``list_operations``. Facets live in ``facets``, the BM25 ranker in ``lexical``,
+the static-embedding ranker in ``vector`` (optional: it may not load). Importing this package must stay
+cheap: it imports no engine and loads no embedding until a search asks for one.
+"""
+
+from __future__ import annotations
+
+from mapsmith.catalog.facets import (
+    FACET_NAMES,
+    GEOMETRY_FAMILIES,
+    HOLDS,
+    PRODUCES,
+    EntryFacets,
+    FacetFilter,
+    entry_facets,
+    filter_entries,
+    normalise_filter,
+)
+from mapsmith.catalog.search import (
+    CHOOSE_LIMIT,
+    DISCOVERY_LOG_ENV,
+    ENGINES,
+    RANKED_LIMIT,
+    check_discovery_log,
+    discover,
+    entry_document,
+    record_next_operation,
+)
+
+__all__ = [
+    "CHOOSE_LIMIT",
+    "DISCOVERY_LOG_ENV",
+    "ENGINES",
+    "FACET_NAMES",
+    "GEOMETRY_FAMILIES",
+    "HOLDS",
+    "PRODUCES",
+    "RANKED_LIMIT",
+    "EntryFacets",
+    "FacetFilter",
+    "check_discovery_log",
+    "discover",
+    "entry_document",
+    "entry_facets",
+    "filter_entries",
+    "normalise_filter",
+    "record_next_operation",
+]

@@ -1,0 +1,206 @@
+"""``docs/discovery.md`` is what ``benchmarks/discovery_report.py`` renders, and the query file it
+measures is well formed.
+
+The report has no timing and no date and reads only the repository, so it is computed here in full
+(about a second) and compared with the committed page: a change to a contract, a ranker, a facet rule
+or the query file that moves a number fails here until the page is regenerated with
+``python benchmarks/discovery_report.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from mapsmith.catalog.facets import normalise_filter
+from mapsmith.contracts import load_builtin_contracts
+
+REPO = Path(__file__).resolve().parents[2]
+QUERIES = REPO / "tests" / "data" / "discovery_queries.json"
+PAGE = REPO / "docs" / "discovery.md"
+FACET_KEYS = {"input_kind", "produces", "dataset_count", "geometry_types"}
+MIN_ANSWERABLE = 120
+MIN_UNANSWERABLE = 15
+
+
+def _report_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "mapsmith_discovery_report", REPO / "benchmarks" / "discovery_report.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+report = _report_module()
+
+
+@pytest.fixture(scope="module")
+def queries() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(QUERIES.read_text(encoding="utf-8"))
+    return data
+
+
+@pytest.fixture(scope="module")
+def rendered() -> str:
+    page: str = report.build_page()
+    return page
+
+
+# -- the page ---------------------------------------------------------------------------------------
+
+
+def test_page_equals_the_report(rendered: str) -> None:
+    assert PAGE.exists(), "docs/discovery.md is missing: python benchmarks/discovery_report.py"
+    page = PAGE.read_text(encoding="utf-8")
+    vector_here = "`vector`: unavailable" not in rendered
+    vector_on_page = "`vector`: unavailable" not in page
+    assert vector_here == vector_on_page, (
+        "the page was rendered with the vector ranker "
+        + ("available" if vector_on_page else "unavailable")
+        + " and here it is not: install (or uninstall) the pinned embedding package (tokenlearn-static-model)"
+    )
+    assert page == rendered, "docs/discovery.md differs from the report: python benchmarks/discovery_report.py"
+
+
+def test_the_report_is_deterministic() -> None:
+    data = report.load_queries()
+    assert report.render(report.measure(data)) == report.render(report.measure(data))
+
+
+def test_check_mode_flags_a_stale_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, rendered: str
+) -> None:
+    monkeypatch.setattr(report, "build_page", lambda path=report.QUERIES: rendered)
+    stale = tmp_path / "discovery.md"
+    stale.write_text("stale\n", encoding="utf-8")
+    assert report.main(["--check", "--output", str(stale)]) == 1
+    assert stale.read_text(encoding="utf-8") == "stale\n", "--check must never write"
+    assert report.main(["--output", str(stale)]) == 0
+    assert report.main(["--check", "--output", str(stale)]) == 0
+    capsys.readouterr()
+
+
+def test_every_facet_row_is_on_the_page() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    for row, _ in report.ROWS:
+        assert f"| {row} |" in page
+
+
+# -- the query file ---------------------------------------------------------------------------------
+
+
+def test_query_file_has_enough_requests(queries: dict[str, Any]) -> None:
+    assert queries["version"] == 1
+    assert len(queries["requests"]) >= MIN_ANSWERABLE
+    assert len(queries["unanswerable"]) >= MIN_UNANSWERABLE
+
+
+def test_request_ids_are_unique(queries: dict[str, Any]) -> None:
+    ids = [r["id"] for r in queries["requests"] + queries["unanswerable"]]
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+
+
+def test_accepted_operations_exist(queries: dict[str, Any]) -> None:
+    catalog = load_builtin_contracts()
+    for r in queries["requests"]:
+        assert r["accept"], f"{r['id']} accepts nothing: move it to 'unanswerable'"
+        unknown = set(r["accept"]) - set(catalog)
+        assert not unknown, f"{r['id']} accepts operations not in the catalog: {sorted(unknown)}"
+    for r in queries["unanswerable"]:
+        assert "accept" not in r, f"{r['id']} is unanswerable yet accepts operations"
+
+
+def test_every_operation_is_accepted_by_some_request(queries: dict[str, Any]) -> None:
+    accepted = {op for r in queries["requests"] for op in r["accept"]}
+    missing = sorted(set(load_builtin_contracts()) - accepted)
+    assert not missing, f"no request measures {missing}: add a work scenario for each"
+
+
+def test_declared_facets_are_valid(queries: dict[str, Any]) -> None:
+    for r in queries["requests"] + queries["unanswerable"]:
+        assert set(r["facets"]) == FACET_KEYS, r["id"]
+        normalise_filter(**{k: v for k, v in r["facets"].items() if v is not None})
+
+
+def test_requests_are_phrased_in_the_users_words(queries: dict[str, Any]) -> None:
+    # A request that names an operation measures string matching, not discovery.
+    names = [n for n in load_builtin_contracts() if "_" in n]
+    for r in queries["requests"] + queries["unanswerable"]:
+        said = [n for n in names if re.search(rf"\b{re.escape(n)}\b", r["request"].lower())]
+        assert not said, f"{r['id']} names {said}"
+
+
+# -- benchmarks/log_to_cases.py ---------------------------------------------------------------------
+
+
+def _log_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mapsmith_log_to_cases", REPO / "benchmarks" / "log_to_cases.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+log_to_cases = _log_module()
+
+
+def _search(query: str, candidates: list[str], status: str = "choose") -> str:
+    record = {
+        "time": "t",
+        "query": query,
+        "facets": {"input_kind": ["vector"]},
+        "engine": "lexical",
+        "status": status,
+        "candidates": candidates,
+    }
+    return json.dumps(record)
+
+
+LOG = [
+    _search("coastline too detailed for the browser", ["simplify_layer", "buffer_layer"]),
+    json.dumps({"time": "t", "ran": "simplify_layer"}),
+    _search("trees per compartment", ["a", "b", "c", "count_in_polygons"]),
+    json.dumps({"time": "t", "ran": "count_in_polygons"}),
+    _search("join the lakes", ["buffer_layer"]),
+    json.dumps({"time": "t", "ran": "overlay_layers"}),
+    _search("geocode the addresses", [], status="empty"),
+    "not json",
+]
+
+
+def test_log_to_cases_flags_misses() -> None:
+    searches, problems = log_to_cases.read_log(LOG)
+    assert [s.flags() for s in searches] == [[], ["low"], ["miss"], ["empty", "no-run"]]
+    assert problems == ["line 8: not JSON (Expecting value)"]
+    answerable, unanswerable = log_to_cases.cases(searches, known={"trees per compartment"})
+    assert [c["accept"] for c in answerable] == [["simplify_layer"], ["count_in_polygons"], ["overlay_layers"]]
+    assert answerable[0]["facets"] == {
+        "input_kind": "vector",
+        "produces": None,
+        "dataset_count": None,
+        "geometry_types": None,
+    }
+    assert answerable[1]["_review"]["already_in_query_file"]
+    assert [c["request"] for c in unanswerable] == ["geocode the addresses"]
+
+
+def test_log_to_cases_prints_and_never_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "discovery.log"
+    log.write_text("\n".join(LOG) + "\n", encoding="utf-8")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    queries_before = QUERIES.read_bytes()
+    assert log_to_cases.main([str(log)]) == 0
+    assert "miss 1" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert QUERIES.read_bytes() == queries_before
