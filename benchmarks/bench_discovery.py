@@ -28,13 +28,14 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+from common import code_state
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -134,17 +135,6 @@ def machine() -> dict[str, Any]:
     }
 
 
-def code() -> dict[str, Any]:
-    def git(*args: str) -> str:
-        run = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
-        return run.stdout.strip()
-
-    return {
-        "commit": git("rev-parse", "--short", "HEAD") or None,
-        "uncommitted_changes": bool(git("status", "--porcelain")),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passes", type=int, default=3, help="passes over every search (default 3)")
@@ -180,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": COMMAND.format(passes=args.passes),
         "date": dt.date.today().isoformat(),
         "machine": {**machine(), "load_average_1min": {"before": round(load_before, 2), "after": round(load_after, 2)}},
-        "code": code(),
+        "code": code_state(),
         "timed": timed,
         "searches": len(pairs),
         "passes": args.passes,

@@ -32,7 +32,6 @@ import cProfile
 import datetime as dt
 import json
 import os
-import platform
 import pstats
 import resource
 import shutil
@@ -43,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from common import code_state, machine
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -350,48 +351,11 @@ def interior_difference(a: Path, b: Path) -> dict[str, Any]:
     return {"max_abs_difference_interior": worst, "same_valid_cells": same_mask, "cells_compared": compared}
 
 
-def machine(load_before: float) -> dict[str, Any]:
-    from importlib import metadata
-
-    import mapsmith
-
-    versions = {}
-    for dist in ("whitebox-workflows", "rasterio", "numpy"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = "not installed"
+def machine_record(load_before: float) -> dict[str, Any]:
     import rasterio
 
-    versions["GDAL"] = rasterio.__gdal_version__
-    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 0
-    return {
-        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "memory_gib": round(pages / 2**30, 1),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "mapsmith_version": mapsmith.__version__,
-        "engines": versions,
-        "load_average_1min": {"before": round(load_before, 2), "after": None},
-    }
-
-
-def code_state() -> dict[str, Any]:
-    """The commit measured, and whether the code under it had uncommitted edits."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "core", "plugins", "contracts"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "uncommitted_changes": None}
-    return {"commit": commit, "uncommitted_changes": bool(dirty)}
+    record = machine(("whitebox-workflows", "rasterio", "numpy"), {"GDAL": rasterio.__gdal_version__})
+    return {**record, "load_average_1min": {"before": round(load_before, 2), "after": None}}
 
 
 def bench(work: Path, dem: Path, size: int, runs: int, profile: bool, command: str) -> dict[str, Any]:
@@ -422,7 +386,7 @@ def bench(work: Path, dem: Path, size: int, runs: int, profile: bool, command: s
         breakdown_result = spawn("mapsmith_profile", spec)["breakdown"]
         for stale in work.glob("slope-*"):
             stale.unlink()
-    result_machine = machine(load_before)
+    result_machine = machine_record(load_before)
     result_machine["load_average_1min"]["after"] = round(os.getloadavg()[0], 2)
     mapsmith = _series(
         "MapSmith(environ).run('slope', units='degrees'): header checks, read check, Whitebox, edge rings "

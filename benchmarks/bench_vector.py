@@ -35,7 +35,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import platform
 import pstats
 import resource
 import shutil
@@ -46,6 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from common import code_state, machine
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -426,47 +427,10 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def machine() -> dict[str, Any]:
-    from importlib import metadata
-
-    import mapsmith
-
-    versions = {}
-    for dist in ("geopandas", "shapely", "pyproj", "pyogrio", "pyarrow", "duckdb"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = "not installed"
+def _geos_version() -> str:
     import shapely
 
-    versions["GEOS"] = shapely.geos_version_string
-    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 0
-    return {
-        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "memory_gib": round(pages / 2**30, 1),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "mapsmith_version": mapsmith.__version__,
-        "engines": versions,
-    }
-
-
-def code_state() -> dict[str, Any]:
-    """The commit measured, and whether the code under it had uncommitted edits."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "core", "plugins", "contracts"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "uncommitted_changes": None}
-    return {"commit": commit, "uncommitted_changes": bool(dirty)}
+    return str(shapely.geos_version_string)
 
 
 def _header(name: str, command: str, load_before: float) -> dict[str, Any]:
@@ -474,7 +438,13 @@ def _header(name: str, command: str, load_before: float) -> dict[str, Any]:
         "benchmark": name,
         "command": command,
         "date": dt.date.today().isoformat(),
-        "machine": {**machine(), "load_average_1min": {"before": round(load_before, 2), "after": None}},
+        "machine": {
+            **machine(
+                ("geopandas", "shapely", "pyproj", "pyogrio", "pyarrow", "duckdb"),
+                {"GEOS": _geos_version()},
+            ),
+            "load_average_1min": {"before": round(load_before, 2), "after": None},
+        },
         "code": code_state(),
         "process": "a fresh Python process per run; engines imported (and, for joins, DuckDB connected with "
         "spatial loaded) before the clock starts on every side: a running server pays that once",

@@ -33,7 +33,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -43,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from common import code_state, machine
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -288,47 +289,12 @@ def _series(what: str, runs: list[dict[str, Any]], scale: float = 1.0) -> dict[s
     }
 
 
-def machine(load_before: float) -> dict[str, Any]:
-    from importlib import metadata
-
-    import mapsmith
-
-    versions = {}
-    for dist in ("exactextract", "rasterio", "numpy", "geopandas", "shapely", "pyproj", "pyogrio", "pyarrow"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = "not installed"
+def machine_record(load_before: float) -> dict[str, Any]:
     import rasterio
 
-    versions["GDAL"] = rasterio.__gdal_version__
-    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 0
-    return {
-        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "memory_gib": round(pages / 2**30, 1),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "mapsmith_version": mapsmith.__version__,
-        "engines": versions,
-        "load_average_1min": {"before": round(load_before, 2), "after": None},
-    }
-
-
-def code_state() -> dict[str, Any]:
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "core", "plugins", "contracts"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "uncommitted_changes": None}
-    return {"commit": commit, "uncommitted_changes": bool(dirty)}
+    engines = ("exactextract", "rasterio", "numpy", "geopandas", "shapely", "pyproj", "pyogrio", "pyarrow")
+    record = machine(engines, {"GDAL": rasterio.__gdal_version__})
+    return {**record, "load_average_1min": {"before": round(load_before, 2), "after": None}}
 
 
 def _means(path: Path, column: str) -> Any:
@@ -435,7 +401,7 @@ def bench(work: Path, size: int, polygons: int, runs: int, naive_polygons: int, 
         "benchmark": NAME,
         "command": command,
         "date": dt.date.today().isoformat(),
-        "machine": machine(load_before),
+        "machine": machine_record(load_before),
         "code": code_state(),
         "process": "a fresh Python process per run; engines imported before the clock starts on every side; "
         "MapSmith and exactextract interleaved",
