@@ -36,16 +36,15 @@ import hashlib
 import json
 import os
 import pstats
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import common
 from common import code_state, machine
 
 HERE = Path(__file__).resolve().parent
@@ -284,29 +283,11 @@ CHILDREN = {
 
 
 def child_main(role: str, spec_json: str) -> int:
-    out = CHILDREN[role](json.loads(spec_json))
-    # Linux reports ru_maxrss in KiB: this process's own peak, the imports included.
-    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps(out))
-    return 0
+    return common.child_main(CHILDREN, role, spec_json)
 
 
 def spawn(role: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one child in a fresh process; its JSON answer plus the process's own wall time."""
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", role, json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        cwd=spec.get("workspace"),
-    )
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        sys.stderr.write(done.stderr)
-        raise SystemExit(f"bench_vector: {role} failed (exit {done.returncode})")
-    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    answer["process_seconds"] = wall
-    return answer
+    return common.spawn(__file__, role, spec)
 
 
 # -- the cProfile breakdown -----------------------------------------------------------------------

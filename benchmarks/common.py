@@ -6,10 +6,13 @@ Imported by the benchmark scripts (run as ``python benchmarks/<script>.py``, so 
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
-from collections.abc import Iterable, Mapping
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +60,32 @@ def code_state() -> dict[str, Any]:
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "uncommitted_changes": None}
     return {"commit": commit, "uncommitted_changes": bool(dirty)}
+
+
+def child_main(children: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]], role: str, spec_json: str) -> int:
+    """In a child process: run ``children[role]`` and print its JSON answer with this process's peak RSS."""
+    import resource
+
+    out = children[role](json.loads(spec_json))
+    # Linux reports ru_maxrss in KiB: this process's own peak, the imports included.
+    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(out))
+    return 0
+
+
+def spawn(script: str | Path, role: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one child of ``script`` in a fresh process; its JSON answer plus the process's own wall time."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, str(Path(script).resolve()), "--child", role, json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        cwd=spec.get("workspace"),
+    )
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise SystemExit(f"{Path(script).stem}: {role} failed (exit {done.returncode})")
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    answer["process_seconds"] = wall
+    return answer
