@@ -127,9 +127,8 @@ def ranker_availability(app: Any, discover: Discover) -> dict[str, str]:
         return out
     from mapsmith.catalog import vector
 
-    package = getattr(vector, "EMBEDDING_DISTRIBUTION", None)
-    version = getattr(vector, "EMBEDDING_VERSION", None)
-    source = f", from the pip package `{package}` {version}" if package else ""
+    model = getattr(vector, "MODEL_NAME", None)
+    source = f": {model}" if model else ""
     out["vector"] = f"static embeddings (`mapsmith.catalog.vector`){source}"
     return out
 

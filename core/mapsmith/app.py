@@ -39,6 +39,11 @@ class MapSmith:
         load_entry_points: bool = True,
     ) -> None:
         self.environ = dict(os.environ if environ is None else environ)
+        # PROJ never fetches grids in this process: a CRS (an argument or one declared in a file)
+        # naming a grid must not turn into a request, and answers must not depend on connectivity.
+        from mapsmith.crsguard import disable_proj_network
+
+        disable_proj_network()
         self.host = PluginHost(self.environ, extra_plugins, load_entry_points)
         self.router = Router.from_env(self.host, self.environ)
         self.workspace = Workspace.from_env(self.environ)
@@ -149,6 +154,14 @@ class MapSmith:
             raise InputError(
                 f"no dataset at {path}",
                 code="INPUT_NOT_FOUND",
+                evidence={"path": path},
+                hint="pass the output_path a MapSmith operation wrote",
+            )
+        if resolved.is_dir() and not resolved.name.lower().endswith(".gdb"):
+            # The manifest of a folder sits beside it: for the workspace root that is outside the workspace.
+            raise InputError(
+                f"{path} is a directory, not a dataset",
+                code="INPUT_IS_DIRECTORY",
                 evidence={"path": path},
                 hint="pass the output_path a MapSmith operation wrote",
             )

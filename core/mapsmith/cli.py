@@ -1,13 +1,15 @@
-"""The ``mapsmith`` command: with no arguments, serve MCP over stdio.
+"""The ``mapsmith`` command: with no arguments, serve MCP over stdio; ``serve --http`` serves it over HTTP.
 
-Configuration errors (an unknown ``MAPSMITH_STACK``, a workspace that does not exist) end the
-process at start with the message and the fix on stderr, before any client connects.
+Configuration errors (an unknown ``MAPSMITH_STACK``, a workspace that does not exist, an HTTP address
+that would be exposed without a token) end the process at start with exit code 2 and the message and
+the fix on stderr, before any client connects.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from mapsmith import __version__
@@ -18,7 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mapsmith", description="MapSmith geoprocessing server (MCP).")
     parser.add_argument("--version", action="version", version=f"mapsmith {__version__}")
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("serve", help="serve MCP over stdio (the default)")
+    serve = sub.add_parser("serve", help="serve MCP over stdio (the default), or over HTTP with --http")
+    serve.add_argument("--http", action="store_true", help="serve MCP over streamable HTTP at /mcp")
+    serve.add_argument("--host", help="with --http: the address to listen on (default 127.0.0.1, this machine only)")
+    serve.add_argument("--port", type=int, help="with --http: the port (default 8765; 0 picks a free one)")
     sub.add_parser("info", help="print server_info as JSON and exit")
     example = sub.add_parser("example", help="run the worked example through a real MCP client over stdio")
     example.add_argument("--workdir", help="folder to use as the example's workspace")
@@ -30,6 +35,11 @@ def main(argv: list[str] | None = None) -> int:
 
         forwarded = ["--workdir", args.workdir] if args.workdir else []
         return example_main(forwarded + (["--write-docs", args.write_docs] if args.write_docs else []))
+
+    if args.command == "serve" and not args.http and (args.host is not None or args.port is not None):
+        parser.error("--host and --port apply to --http only")
+    if args.command == "serve" and args.http:
+        return _serve_http(args.host, args.port)
 
     try:
         from mapsmith.app import MapSmith
@@ -46,6 +56,33 @@ def main(argv: list[str] | None = None) -> int:
     from mapsmith.server import serve_stdio
 
     anyio.run(serve_stdio, app)
+    return 0
+
+
+def _serve_http(host: str | None, port: int | None) -> int:
+    from mapsmith.server import http
+
+    host = http.DEFAULT_HOST if host is None else host
+    port = http.DEFAULT_PORT if port is None else port
+    try:
+        if not 0 <= port <= 65535:
+            raise http.HTTPTransportError(
+                f"--port {port} is not a TCP port", code="HTTP_BIND_FAILED", hint="pass a port from 0 to 65535"
+            )
+        token = http.read_token(os.environ)
+        # Nothing after this point (engines, plugins, their subprocesses) needs or inherits the token.
+        os.environ.pop(http.TOKEN_ENV, None)
+        binding = http.resolve_binding(host, port)
+        warning = http.check_exposure(binding, token, workspace_set="MAPSMITH_WORKSPACE" in os.environ)
+        from mapsmith.app import MapSmith
+
+        app = MapSmith()
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
+        http.serve_http(app, binding, token)
+    except MapSmithError as exc:
+        print(f"mapsmith: cannot start: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

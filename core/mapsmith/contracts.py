@@ -87,6 +87,8 @@ class OperationContract:
     output_feature_count: str = "any"
     output_formats: tuple[str, ...] = ()
     keywords: tuple[str, ...] = ()
+    # The parameter whose text names the datasets read (run_sql's ``sql``), or None.
+    datasets_named_in: str | None = None
     source: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -373,6 +375,7 @@ def parse_contract(data: Mapping[str, Any], source: str) -> OperationContract:
         output_feature_count=out.get("feature_count", "any"),
         output_formats=tuple(out.get("formats", ())),
         keywords=tuple(data.get("keywords", ())),
+        datasets_named_in=data.get("datasets_named_in"),
         source=source,
         raw=dict(data),
     )
@@ -382,6 +385,12 @@ def parse_contract(data: Mapping[str, Any], source: str) -> OperationContract:
         raise ContractError(
             f"contract {source}: argument names clash: {sorted(clashes)}",
             hint="output_path and overwrite are added by the loader; every other name must be unique",
+        )
+    named_in = contract.datasets_named_in
+    if named_in is not None and not any(p.name == named_in and p.type == "string" for p in params):
+        raise ContractError(
+            f"contract {source}: datasets_named_in = {named_in!r} is not a string parameter of the operation",
+            hint="name the string parameter whose text names the datasets read (run_sql's 'sql')",
         )
     if contract.writes_dataset and out.get("argument") != OUTPUT_ARGUMENT:
         raise ContractError(

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapsmith import verify
+from mapsmith import crsguard, verify
 from mapsmith.contracts import OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, DatasetArgument, OperationContract
 from mapsmith.errors import EngineError, InputError, MapSmithError, OutputError, VerificationFailed
 from mapsmith.provenance.digests import dataset_digest
@@ -36,8 +36,13 @@ from mapsmith.verify import Check, RunWarning
 
 if TYPE_CHECKING:
     from mapsmith.app import MapSmith
+    from mapsmith.workspace import Workspace
 
 MAX_REPAIR_ROUNDS = 2
+NAME_MAX_BYTES = 255  # one file name, on the file systems MapSmith runs on
+# Bytes an output's name must leave for the names written beside it: ".<stem>.tmp-<8 hex><suffix>"
+# (14 more) and "<name>.failed.<n>.provenance.json" (26 more for n < 100).
+OUTPUT_NAME_ROOM = 32
 # A written dataset is never a shapefile: the format truncates field names to 10 characters and
 # splits one dataset over several files, which breaks atomic replacement.
 REFUSED_OUTPUT_FORMATS = {
@@ -87,6 +92,10 @@ class RunContext:
     # Facts about how one input was read (a georeferencing source, a sidecar): inputs[].environment.
     input_environment: dict[str, dict[str, str]] = field(default_factory=dict)
     progress: Callable[[float, str], None] | None = None
+    # The server's path policy and environment, for implementations that open paths named inside an
+    # argument's text (run_sql's SQL) and add what they read to ``paths``/``given_paths``/``inputs``.
+    workspace: Workspace | None = None
+    environ: Mapping[str, str] = field(default_factory=dict)
 
     def set_engine(self, name: str, version: str, **components: str) -> None:
         self.engine_name, self.engine_version = name, version
@@ -138,6 +147,12 @@ def run_operation(
     contract = router.contract(operation)
     args = contract.check_arguments(arguments)
     candidates = router.candidates(operation)  # refuses before any file is touched
+    root = app.workspace.root
+    if root is not None:
+        # A CRS argument can name grid files for PROJ to read: refused before anything parses it.
+        for name in crsguard.crs_parameters(contract.name, [p.name for p in contract.parameters]):
+            if args.get(name) is not None:
+                crsguard.check_crs_definition(args[name], argument=name, workspace_root=root)
     io = app.dataset_io(candidates.stack)
 
     # One slot per path read: "input_path", or "input_paths[0]", "input_paths[1]" ... for a list.
@@ -180,6 +195,8 @@ def run_operation(
                 evidence={"argument": key, "path": given},
                 hint="check the path; relative paths are resolved against the workspace",
             )
+        # The CRS a file declares is read from its bytes before GDAL opens it (io.inspect below).
+        crsguard.check_declared_crs(path, argument=key, workspace_root=app.workspace.root)
         layer = args.get("layer") if key == "input_path" else None
         if contract.output_kind == "description" and layer is None:
             layers[key] = None  # describing a container is how its layers are found: no refusal
@@ -237,6 +254,8 @@ def run_operation(
         warnings=warnings,
         progress=progress,
         given_paths={key: given for key, _, given in slots},
+        workspace=app.workspace,
+        environ=app.environ,
     )
     choice = router.choose_engine(candidates, ctx)
     if choice.substitution:
@@ -439,6 +458,25 @@ def _check_output_path(
                 evidence={"path": given, "argument": name},
                 hint="write to a new path",
             )
+    name_bytes = len(os.fsencode(output.name))
+    if name_bytes > NAME_MAX_BYTES - OUTPUT_NAME_ROOM:
+        # The temporary file and the records beside the output take longer names than the output.
+        raise OutputError(
+            f"{given}: the file name is {name_bytes} bytes; names beside it (its temporary file, its "
+            f"manifest) would pass the file system's {NAME_MAX_BYTES}-byte limit",
+            code="PATH_TOO_LONG",
+            evidence={"path": given, "name_bytes": name_bytes, "limit": NAME_MAX_BYTES - OUTPUT_NAME_ROOM},
+            hint=f"use an output file name of at most {NAME_MAX_BYTES - OUTPUT_NAME_ROOM} bytes",
+        )
+    if output.is_dir():
+        # Never a dataset to replace: the temporary file would be written beside it, and for the
+        # workspace root itself that is outside the workspace.
+        raise OutputError(
+            f"{given} is a directory",
+            code="OUTPUT_IS_DIRECTORY",
+            evidence={"path": given},
+            hint="write to a file path inside the workspace, for example 'result.gpkg'",
+        )
     if not output.parent.is_dir():
         raise OutputError(
             f"the folder of output_path does not exist: {output.parent}",

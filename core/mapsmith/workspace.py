@@ -19,12 +19,14 @@ cannot stop either one.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from mapsmith.errors import ArgumentError, ConfigurationError, PathError
 
@@ -45,6 +47,10 @@ _URL = re.compile(r"(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]+):/", re.IGNORECASE)
 _UNC = re.compile(r"^[\\/]{2}")
 _DRIVE_LETTER = re.compile(r"^[a-z]:", re.IGNORECASE)
 _SEPARATOR = re.compile(r"[\\/]")
+# Linux limits, in bytes of the file system encoding: longer names fail in the kernel with ENAMETOOLONG,
+# which would reach the agent as an OSError rather than a refusal.
+_NAME_MAX_BYTES = 255
+_PATH_MAX_BYTES = 4095
 
 # Windows opens the device and not a file when one of these is the name before the first dot,
 # whatever the case and the extension ("nul.tif", "Com1.gpkg"). Superscript digits count as well.
@@ -161,13 +167,29 @@ class Workspace:
 
     def _confine(self, path: str, argument: str) -> Path:
         joined = os.path.join(self.root, path) if self.root is not None else path
+        lexical = Path(os.path.normpath(joined))
+        through_symlink = self.root is not None and lexical.is_relative_to(self.root)
         # realpath follows symlinks in the parts that exist and normalises the rest, so an output
         # whose parent folder is a symlink out of the workspace resolves to where it would be
         # written. A lexical normpath would follow '..' differently from the OS after a symlink.
-        resolved = Path(os.path.realpath(joined))
-        if self.root is None or resolved.is_relative_to(self.root):
-            return resolved
-        through_symlink = Path(os.path.normpath(joined)).is_relative_to(self.root)
+        try:
+            resolved = Path(os.path.realpath(joined))
+        except OSError as exc:  # a link that cannot be read (EACCES on /proc/1/root/...)
+            if self.root is not None and not through_symlink:
+                self._refuse_outside(path, argument, lexical, through_symlink)
+            raise PathError(
+                f"Argument {argument!r} cannot be resolved: {exc.strerror}.",
+                code="PATH_UNRESOLVABLE",
+                evidence={"argument": argument, "path": path, "error": str(exc)},
+                hint="Use a plain path inside the workspace.",
+            ) from exc
+        if self.root is not None and not resolved.is_relative_to(self.root):
+            self._refuse_outside(path, argument, resolved, through_symlink)
+        _check_resolved(resolved, path, argument)
+        return resolved
+
+    def _refuse_outside(self, path: str, argument: str, resolved: Path, through_symlink: bool) -> NoReturn:
+        assert self.root is not None
         how = "through a symlink" if through_symlink else "('..' or an absolute path outside it)"
         raise PathError(
             f"Argument {argument!r} resolves to {resolved}, outside the workspace {how}.",
@@ -182,6 +204,32 @@ class Workspace:
             hint=f"Use a path inside the workspace {self.root}, for example a path relative to it. "
             "Symlinks that lead out of the workspace are not followed.",
         )
+
+
+def _check_resolved(resolved: Path, path: str, argument: str) -> None:
+    """Names the kernel would refuse, and symlink loops, as refusals rather than OSErrors later on."""
+    evidence = {"argument": argument, "path": path}
+    encoded = os.fsencode(resolved)
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if len(encoded) > _PATH_MAX_BYTES or longest > _NAME_MAX_BYTES:
+        raise PathError(
+            f"Argument {argument!r} is too long: {len(encoded)} bytes, the longest name {longest} bytes "
+            f"(the limits are {_PATH_MAX_BYTES} and {_NAME_MAX_BYTES}).",
+            code="PATH_TOO_LONG",
+            evidence={**evidence, "path_bytes": len(encoded), "longest_name_bytes": longest},
+            hint=f"Use a shorter path: names up to {_NAME_MAX_BYTES} bytes, the whole path up to {_PATH_MAX_BYTES}.",
+        )
+    try:
+        os.path.realpath(resolved, strict=True)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PathError(
+                f"Argument {argument!r} goes through a symlink loop.",
+                code="PATH_SYMLINK_LOOP",
+                evidence=evidence,
+                hint="Remove the looping symlink or pass the path of a real file.",
+            ) from exc
+        # Anything else (most often: the file does not exist yet) is for the caller to report.
 
 
 def _check_not_empty(path: str, argument: str) -> None:
@@ -200,7 +248,8 @@ def _check_characters(path: str, argument: str) -> None:
     # Category Cc covers NUL, C0, DEL and C1. A NUL cuts the path short in C engines, and the others
     # make names that nobody can read back or type again.
     for position, character in enumerate(path):
-        if unicodedata.category(character) == "Cc":
+        # Cs: a lone surrogate is valid JSON text ("\\ud800") but names no file: it cannot be encoded.
+        if unicodedata.category(character) in ("Cc", "Cs"):
             raise PathError(
                 f"Argument {argument!r} contains the control character U+{ord(character):04X} at position {position}.",
                 code="PATH_INVALID_CHARACTERS",

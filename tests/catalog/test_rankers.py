@@ -1,11 +1,13 @@
 """The two catalog rankers: BM25 scores checked against hand arithmetic, determinism, the tokeniser
-and stemmer, and the static-embedding ranker (mechanics with a fake encoder; the pinned package's
-vectors with a golden-vector test that is skipped, with the reason, when the package is absent)."""
+and stemmer, and the static-embedding ranker (mechanics with a fake encoder; the committed model's
+files, tokenizer and vectors with a golden-vector test, never skipped: the model is in the repository)."""
 
 from __future__ import annotations
 
-import importlib.metadata
+import hashlib
 import math
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -265,47 +267,93 @@ def test_passages_are_the_non_blank_lines() -> None:
     assert vector.passages("Clip layer\n  Cut to a mask  \n\n\tclip\n") == ["Clip layer", "Cut to a mask", "clip"]
 
 
-# -- vector ranker: loading the pinned package ----------------------------------------------------
+# -- vector ranker: the committed static model ----------------------------------------------------
+
+# Printed by benchmarks/build_static_model.py when it wrote the files (recorded in data/PROVENANCE.md).
+PINNED_SHA256 = {
+    "minilm_static_int8.npy": "9e40148b10e90c258f9ff924d0793cac062bf09c61eeb962f999a6940a91856b",
+    "minilm_static_scales.npy": "b23ac32848b990a0187486ef393574711603dd65740f8d2b76a1ae0ccaae2724",
+    # byte for byte the vocab.txt of all-MiniLM-L6-v2 (bert-base-uncased's WordPiece vocabulary)
+    "minilm_vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+}
 
 
-def test_load_without_the_package_returns_none_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    def missing(name: str) -> str:
-        raise importlib.metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(importlib.metadata, "version", missing)
-    assert vector.load(FAKE_DOCS) is None
-    assert vector.unavailable_reason() == (
-        "no static embedding package is installed; pip install tokenlearn-static-model==0.1.1 to enable it "
-        "(not a MapSmith dependency: the package states no licence)"
-    )
-
-
-def test_load_refuses_another_version(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: "9.9.9")
-    assert vector.load(FAKE_DOCS) is None
-    reason = vector.unavailable_reason()
-    assert reason is not None
-    assert "9.9.9" in reason and vector.EMBEDDING_VERSION in reason and "pip install tokenlearn-static-model" in reason
+def test_committed_files_are_the_pinned_ones_and_small() -> None:
+    assert {name: sha for name, sha in vector.MODEL_FILES.values()} == PINNED_SHA256
+    for name, sha in PINNED_SHA256.items():
+        assert hashlib.sha256((vector.DATA_DIR / name).read_bytes()).hexdigest() == sha, name
+    assert sum((vector.DATA_DIR / name).stat().st_size for name in PINNED_SHA256) < 5_000_000
+    for name in ("PROVENANCE.md", "LICENSE-all-MiniLM-L6-v2.txt"):
+        assert (vector.DATA_DIR / name).is_file(), name
 
 
 @pytest.fixture(scope="module")
 def encoder() -> vector.Encoder:
     encode = vector.load_encoder()
-    if encode is None:
-        pytest.skip(f"static embeddings unavailable: {vector.unavailable_reason()}")
+    assert encode is not None, vector.unavailable_reason()  # committed: never skipped
     return encode
 
 
-def test_pinned_package_golden_vector(encoder: vector.Encoder) -> None:
-    # tokenlearn-static-model 0.1.1: the vector of "river" (64 dims, unit length as float32 values).
+def test_golden_vector(encoder: vector.Encoder) -> None:
+    model = vector.StaticModel()
+    assert model.vectors.shape == (30522, 128) and str(model.vectors.dtype) == "int8"
+    # "river" is WordPiece 2314; its row is int8 * scale.
+    assert model.vocab["river"] == 2314
+    assert model.vectors[2314][:6].tolist() == [-59, -77, -20, -36, -127, -35]
+    assert float(model.scales[2314]) == pytest.approx(0.011269699782133102, rel=1e-7)
     got = [float(x) for x in encoder(["river"])[0]]
-    assert len(got) == 64
-    golden = [0.3072519898414612, -0.16171157360076904, 0.04851347580552101, -0.2021394670009613, 0.04851347580552101]
-    assert got[:5] == pytest.approx(golden, abs=1e-7)
-    assert math.sqrt(math.fsum(x * x for x in got)) == pytest.approx(1.0000001160364516, abs=1e-6)
+    assert len(got) == 128
+    golden = [-0.664912287145853, -0.8677668832242489, -0.22539399564266205, -0.4057091921567917, -1.431251872330904]
+    assert got[:5] == pytest.approx(golden, abs=1e-9)
+    assert math.sqrt(math.fsum(x * x for x in got)) == pytest.approx(4.2292166810955, abs=1e-9)
+    # A text's vector is the mean of its pieces' rows; an unknown word adds nothing.
+    two = encoder(["river road"])[0]
+    mean = (model.vectors[[2314, 2346]].astype(float) * model.scales[[2314, 2346], None]).mean(axis=0)
+    assert [float(x) for x in two] == pytest.approx(mean.tolist(), abs=1e-12)
+    assert [float(x) for x in encoder(["\u2603 river"])[0]] == pytest.approx(got, abs=1e-12)
+    assert set(encoder(["\u2603"])[0].tolist()) == {0.0}
 
 
-def test_pinned_package_ranks_by_meaning(encoder: vector.Encoder) -> None:
+def test_basic_tokens_lowercase_strip_accents_and_split_punctuation() -> None:
+    text = "Reproject the GeoPackage to UTM zone 33N, naïve café!"
+    expected = ["reproject", "the", "geopackage", "to", "utm", "zone", "33n", ",", "naive", "cafe", "!"]
+    assert vector.basic_tokens(text) == expected
+    assert vector.basic_tokens("a\x00b\tc\u200bd 北京") == ["ab", "cd", "北", "京"]
+
+
+def test_wordpiece_greedy_longest_match() -> None:
+    vocab = {"[UNK]": 0, "un": 1, "##aff": 2, "##able": 3, "aff": 4, "able": 5, "##ab": 6, "a": 7}
+    assert vector.wordpiece_ids("unaffable", vocab) == [1, 2, 3]
+    assert vector.wordpiece_ids("able aff", vocab) == [5, 4]
+    assert vector.wordpiece_ids("unxx able", vocab) == [0, 5]  # a word that cannot be split is one [UNK]
+    assert vector.wordpiece_ids("a" * 101, vocab) == [0]  # longer than 100 characters
+    model = vector.StaticModel()
+    inverse = {i: piece for piece, i in model.vocab.items()}
+    pieces = [inverse[i] for i in model.ids("Reproject the GeoPackage to UTM")]
+    assert pieces == ["rep", "##ro", "##ject", "the", "geo", "##pack", "##age", "to", "ut", "##m"]
+
+
+def test_a_changed_or_missing_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in PINNED_SHA256:
+        shutil.copyfile(vector.DATA_DIR / name, tmp_path / name)
+    assert vector.StaticModel(tmp_path).dimensions == 128
+    scales = tmp_path / "minilm_static_scales.npy"
+    data = bytearray(scales.read_bytes())
+    data[-1] ^= 1
+    scales.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="minilm_static_scales.npy has sha256 .* pinned to b23ac328"):
+        vector.StaticModel(tmp_path)
+
+    monkeypatch.setattr(vector, "_model", None)
+    monkeypatch.setattr(vector, "DATA_DIR", tmp_path)
+    scales.unlink()
+    assert vector.load(FAKE_DOCS) is None
+    reason = vector.unavailable_reason()
+    assert reason is not None and reason.startswith(f"the static embedding files in {tmp_path} cannot be used: ")
+    assert "FileNotFoundError" in reason
+
+
+def test_committed_model_ranks_by_meaning(encoder: vector.Encoder) -> None:
     docs = {
         "slope": "Slope\nThe steepness of the terrain, in degrees",
         "buffer_layer": "Buffer layer\nGrow each feature by a distance in metres",

@@ -77,7 +77,7 @@ def test_empty_says_which_facet_removed_what(app: MapSmith) -> None:
     assert "resolve_crs" in by["produces"]["removed"]
     raster_out = sum(c.output_kind == "dataset:raster" for c in app.host.contracts.values())
     assert by["input_kind"]["would_remain_if_dropped"] == raster_out
-    assert by["produces"]["would_remain_if_dropped"] == 1  # resolve_crs needs no data
+    assert by["produces"]["would_remain_if_dropped"] == 2  # resolve_crs and run_sql need no data
     assert "input_kind removed" in answer["message"] and answer["hint"].startswith("drop input_kind")
 
 
@@ -284,3 +284,12 @@ def test_a_log_without_a_workspace_is_refused(tmp_path: Path, capsys: pytest.Cap
     discover(app, "buffer")
     assert "MAPSMITH_WORKSPACE is not set" in capsys.readouterr().err
     assert not (tmp_path / "d.jsonl").exists()
+
+
+def test_auto_uses_the_committed_vector_ranker(app: MapSmith) -> None:
+    # The static model is a file in the package: it always loads, so auto means vector.
+    answer = discover(app, "how steep is the hillside, in degrees", input_kind="raster")
+    assert answer["engine"] == "vector"
+    assert not any("unavailable" in note for note in answer["notes"])
+    assert "slope" in _names(answer)[:3]
+    assert discover(app, "how steep is the hillside, in degrees", engine="vector")["engine"] == "vector"

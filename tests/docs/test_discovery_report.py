@@ -67,7 +67,8 @@ def test_page_equals_the_report(rendered: str) -> None:
     assert vector_here == vector_on_page, (
         "the page was rendered with the vector ranker "
         + ("available" if vector_on_page else "unavailable")
-        + " and here it is not: install (or uninstall) the pinned embedding package (tokenlearn-static-model)"
+        + " and here it is not: the static model in core/mapsmith/catalog/data/ did not load"
+        + " (see vector.unavailable_reason())"
     )
     assert page == rendered, "docs/discovery.md differs from the report: python benchmarks/discovery_report.py"
 

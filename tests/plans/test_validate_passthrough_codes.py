@@ -65,6 +65,9 @@ def ws(workspace: Path) -> Path:
     _dem(workspace / "rotated.tif", Affine(10, 2, 500_000, 2, -10, 5_000_000))
     _dem(workspace / "floating.tif", None)
     (workspace / "sidecar_out.tif.aux.xml").write_text("<PAMDataset/>")
+    (workspace / "dir_out.gpkg").mkdir()
+    (workspace / "loop1").symlink_to("loop2")
+    (workspace / "loop2").symlink_to("loop1")
     return workspace
 
 
@@ -82,6 +85,9 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
     "PATH_EMPTY": (_buffer(input_path="   "), "input_path"),
     "PATH_DRIVE_LETTER": (_buffer(input_path="C:\\data\\pts.gpkg"), "input_path"),
     "PATH_INVALID_CHARACTERS": (_buffer(output_path="out\x00.gpkg"), "output_path"),
+    "PATH_TOO_LONG": (_buffer(output_path="n" * 300 + ".gpkg"), "output_path"),
+    "PATH_SYMLINK_LOOP": (_buffer(input_path="loop1"), "input_path"),
+    "OUTPUT_IS_DIRECTORY": (_buffer(output_path="dir_out.gpkg"), "output_path"),
     "OUTPUT_FORMAT_REFUSED": (_buffer(output_path="out.shp"), "output_path"),
     "OUTPUT_FORMAT_UNSUPPORTED": (_buffer(output_path="out.xyz"), "output_path"),
     "OUTPUT_FOLDER_MISSING": (_buffer(output_path="no/such/folder/out.gpkg"), "output_path"),
@@ -116,6 +122,24 @@ def test_validation_reports_the_refusal_the_run_would_make(app, ws: Path, code: 
     assert hits[0].hint, hits[0].to_dict()
     assert not result.valid
     assert sorted(p.name for p in ws.iterdir()) == before
+
+
+def test_a_link_that_cannot_be_read_is_reported_not_raised(app, ws: Path, monkeypatch) -> None:
+    # readlink can fail with EACCES (/proc/1/root/... outside the process's rights); root cannot
+    # provoke that portably, so realpath is made to fail as the kernel would.
+    import os
+
+    real = os.path.realpath
+
+    def denied(path, *args, **kwargs):
+        if "unreadable_link" in str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os.path, "realpath", denied)
+    result = validate_plan(app, _buffer(input_path="unreadable_link/pts.gpkg"))
+    hits = [f for f in result.findings if f.code == "PATH_UNRESOLVABLE"]
+    assert hits and hits[0].argument == "input_path" and "Permission denied" in hits[0].message
 
 
 # -- operations a stack cannot run, and planned ones ----------------------------------------------

@@ -1,7 +1,8 @@
 """The operation catalog as a search: declared facets narrow it, rankers order what remains.
 
 ``discover`` answers ``list_operations``. Facets live in ``facets``, the BM25 ranker in ``lexical``,
-the static-embedding ranker in ``vector`` (optional: it may not load). Importing this package must stay
+the static-embedding ranker in ``vector`` (its model is committed with the package; lexical answers
+if those files are missing or altered). Importing this package must stay
 cheap: it imports no engine and loads no embedding until a search asks for one.
 """
 

@@ -102,6 +102,12 @@ def entry_facets(contract: OperationContract) -> EntryFacets:
                 geometry = None
             elif geometry is not None:
                 geometry |= set(d.geometry_types)
+    if contract.datasets_named_in is not None:
+        # run_sql reads what its SQL names: any number of vector or table datasets, of any geometry.
+        holds |= {"vector", "table", "dataset"}
+        high = None
+        geometry = None
+        reads_vector = True
     if not any(d.required for d in contract.datasets):
         holds.add("none")  # runs without any data (resolve_crs), or with optional data only
     return EntryFacets(

@@ -78,6 +78,9 @@ FINDING_CODES: dict[str, str] = {
     "INPUT_NOT_FOUND": "An input file does not exist and no earlier step writes it.",
     "INPUT_IS_DIRECTORY": "An input path is a directory, not a dataset.",
     "INPUT_UNREADABLE": "An input file exists but its header cannot be read as a dataset.",
+    "CRS_REFERENCES_FILE": "A CRS argument, or an input's declared CRS, makes PROJ read a file outside the workspace.",
+    "CRS_FORMAT_UNCHECKED": "Under a workspace, an input is in a format whose CRS MapSmith cannot read before GDAL.",
+    "CRS_DECLARATION_UNREADABLE": "Under a workspace, the CRS an input declares cannot be read from its bytes.",
     "LAYER_REQUIRED": "An input container holds several layers and none was named.",
     "LAYER_NOT_FOUND": "The named layer is not in the input container.",
     "REMOTE_INPUT_UNSUPPORTED": "A remote input (URL, /vsi*) is not read by operations.",
@@ -90,7 +93,10 @@ FINDING_CODES: dict[str, str] = {
     "PATH_DEVICE_NAME": "A path has a reserved Windows device name as a component.",
     "PATH_ALTERNATE_STREAM": "A path contains ':' (an NTFS stream or a GDAL driver prefix).",
     "PATH_EMPTY": "A path is empty or blank.",
-    "PATH_INVALID_CHARACTERS": "A path contains control characters.",
+    "PATH_INVALID_CHARACTERS": "A path contains control characters or lone surrogates.",
+    "PATH_TOO_LONG": "A path or one of its names is longer than the file system allows.",
+    "PATH_SYMLINK_LOOP": "A path goes through a symlink loop.",
+    "PATH_UNRESOLVABLE": "A path's symlinks cannot be read to resolve it.",
     # -- outputs
     "DUPLICATE_OUTPUT": "Two steps write the same output path.",
     "OUTPUT_OVERWRITES_INPUT": "An output path is an input of this or another step of the plan.",
@@ -99,6 +105,7 @@ FINDING_CODES: dict[str, str] = {
     "OUTPUT_FORMAT_UNSUPPORTED": "The operation does not write that output format.",
     "OUTPUT_SIDECAR_EXISTS": "A sidecar beside a raster output path would override the new raster's georeferencing.",
     "OUTPUT_FOLDER_MISSING": "The folder of an output path does not exist.",
+    "OUTPUT_IS_DIRECTORY": "An output path names an existing directory.",
     "OUTPUT_EXISTS": "An output path exists and overwrite is not set.",
     "GEOJSON_REQUIRES_WGS84": "A GeoJSON output would not be in WGS 84 (RFC 7946).",
     # -- what flows between steps (headers of input files, simulation of step outputs)
@@ -113,4 +120,6 @@ FINDING_CODES: dict[str, str] = {
     "CRS_COORDINATES_IMPOSSIBLE": "An input labelled geographic has coordinates that cannot be degrees.",
     "CRS_INVALID": "A CRS argument (target_crs) cannot be parsed.",
     "CRS_AMBIGUOUS_SRID": "A CRS argument is a bare SRID without an authority.",
+    # -- containment
+    "SQL_NOT_SANDBOXED": "A run_sql step would run with no workspace set, so its SQL may read any file of the host.",
 }

@@ -119,7 +119,9 @@ def plan_fingerprint(plan: Plan) -> str:
     escaping. Two plans with the same goal, steps and arguments have the same fingerprint however
     their JSON was laid out; ``x-`` annotations are not part of the plan and do not count."""
     canonical = json.dumps(plan.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate is valid JSON text ("\\ud800"); it must reach the path checks as a
+    # finding, not end validation with a UnicodeEncodeError. Other text encodes exactly as before.
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def reference_of(value: Any) -> str | None:

@@ -204,6 +204,10 @@ def _structure_findings(data: Any) -> list[Finding]:
     return findings
 
 
+# Operations whose arguments hold code (SQL) that is only contained when a workspace is set.
+SANDBOXED_OPERATIONS = frozenset({"run_sql"})
+
+
 class _Validator:
     def __init__(self, app: MapSmith, plan: Plan) -> None:
         self.app = app
@@ -309,6 +313,23 @@ class _Validator:
 
     # -- one step --------------------------------------------------------------------------------
 
+    def _check_crs_arguments(self, state: _StepState, contract: OperationContract) -> None:
+        """The check run_operation makes: a CRS argument naming files outside the workspace is refused."""
+        from mapsmith import crsguard
+
+        root = self.app.workspace.root
+        if root is None:
+            return
+        for name in crsguard.crs_parameters(contract.name, [p.name for p in contract.parameters]):
+            value = state.step.arguments.get(name)
+            if value is None:
+                continue
+            try:
+                crsguard.check_crs_definition(value, argument=name, workspace_root=root)
+            except MapSmithError as exc:
+                self.add_error(exc, state.step.id, name)
+                state.checked.pop(name, None)  # never parsed below (_simulate_output)
+
     def _step(self, state: _StepState) -> None:
         self._check_references(state)
         contract = state.contract
@@ -319,6 +340,18 @@ class _Validator:
         except MapSmithError as exc:
             self.add_error(exc, state.step.id)
         state.checked = self._check_arguments(state.step, contract)
+        self._check_crs_arguments(state, contract)
+        if contract.name in SANDBOXED_OPERATIONS and self.app.workspace.root is None:
+            self.add(
+                "SQL_NOT_SANDBOXED",
+                f"step '{state.step.id}' runs {contract.name} with no workspace set: its SQL may read any file "
+                "this server can read",
+                "start the server with MAPSMITH_WORKSPACE set to the folder holding the data, or use the "
+                "catalog's operations instead of SQL",
+                state.step.id,
+                "sql",
+                operation=contract.name,
+            )
         for slot, d, given in self._slots(state.step, contract):
             flow = self._input_flow(state, slot, d, given)
             if flow is not None:
@@ -531,6 +564,10 @@ class _Validator:
         if state.contract.output_kind == "description" and layer is None:
             return None  # describing a container is how its layers are found
         try:
+            from mapsmith import crsguard
+
+            # Before GDAL opens it, as in run_operation: its declared CRS may name files outside.
+            crsguard.check_declared_crs(resolved, argument=slot, workspace_root=self.app.workspace.root)
             layer = _choose_layer(self.io, resolved, layer, slot, given)
             info = dataclasses.replace(self.io.inspect(resolved, layer), path=given)
         except MapSmithError as exc:

@@ -116,6 +116,16 @@ VOCABULARY: dict[str, Extension] = {
         "parameters key",
         "`viewshed`: how many observers were used, which is the largest value a cell can hold.",
     ),
+    "x-mapsmith:sql_datasets": Extension(
+        "parameters key",
+        "`run_sql`: the dataset paths the SQL reads, as written in it (each is also an `inputs[]` entry, "
+        "`sql_paths[i]`, with its digest).",
+    ),
+    "x-mapsmith:duckdb_sandbox": Extension(
+        "parameters key",
+        "`run_sql`: the DuckDB settings that confined the query, read back from the connection (external "
+        "access, allowed directories, disabled file systems, extension policy, memory and temp caps, lock).",
+    ),
     "x-mapsmith:zones_recomputed": Extension(
         "parameters key",
         "`zonal_statistics`: zones the engine covered with more cells than their area allows (a boundary running "
@@ -385,6 +395,15 @@ VOCABULARY: dict[str, Extension] = {
         "transformation key",
         "A more accurate operation PROJ knows but cannot run on this machine (`operation`, `accuracy_m`, "
         "`missing_grids`); present only when it beats the one applied.",
+    ),
+    "x-mapsmith:output_crs_source": Extension(
+        "crs_decisions key",
+        "`run_sql`: where the result's CRS came from: the geometry column's declared CRS, `output_crs` stated "
+        "by the caller, or the one CRS every input shares (never guessed).",
+    ),
+    "x-mapsmith:output_crs": Extension(
+        "crs_decisions key",
+        "`run_sql`: the CRS the result is labelled with, as an authority code where PROJ finds one.",
     ),
     "x-mapsmith:resampling": Extension(
         "crs_decisions key",

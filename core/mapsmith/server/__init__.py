@@ -51,6 +51,7 @@ DEDICATED_OPERATIONS = (
     "simplify_layer",
     "centroid_layer",
     "select_features",
+    "run_sql",
 )
 
 INSTRUCTIONS = (

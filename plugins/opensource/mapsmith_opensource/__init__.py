@@ -70,6 +70,7 @@ OPERATION_MODULES = (
     "convert_ops",
     "terrain_ops",
     "hydrology_ops",
+    "sql_ops",
 )
 
 

@@ -7,10 +7,26 @@ never enables autoloading or network installs.
 
 from __future__ import annotations
 
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mapsmith.errors import ConfigurationError
+
+MEMORY_ENV = "MAPSMITH_DUCKDB_MEMORY"
+TEMP_LIMIT_ENV = "MAPSMITH_DUCKDB_TEMP_LIMIT"
+ALLOW_EXTENSIONS_ENV = "MAPSMITH_ALLOW_EXTENSIONS"
+DEFAULT_MEMORY = "4GB"
+DEFAULT_TEMP_LIMIT = "8GB"
+# The file systems DuckDB reaches the network through (httpfs registers them; they are also refused
+# by name so an extension loaded through MAPSMITH_ALLOW_EXTENSIONS cannot bring them back).
+DISABLED_FILESYSTEMS = ("HTTPFileSystem", "S3FileSystem", "HuggingFaceFileSystem")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
+_EXTENSION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def extension_file() -> Path:
@@ -31,12 +47,14 @@ def extension_file() -> Path:
 
 
 def connect(database: str = ":memory:") -> Any:
-    """A DuckDB connection with spatial loaded from the local file, autoinstall off."""
+    """A DuckDB connection with spatial loaded straight from the wheel's file, autoinstall off.
+
+    Loading from the file (not INSTALL then LOAD) writes nothing: no copy in ``~/.duckdb/extensions``.
+    """
     import duckdb
 
     con = duckdb.connect(database, config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    con.install_extension(str(extension_file()))
-    con.load_extension("spatial")
+    con.load_extension(str(extension_file()))
     return con
 
 
@@ -51,3 +69,125 @@ def versions() -> dict[str, str]:
     finally:
         con.close()
     return {"duckdb": duckdb.__version__, "duckdb-spatial": str(row[0]) if row else "unknown"}
+
+
+@dataclass
+class SandboxedConnection:
+    """A DuckDB connection locked down for SQL written by a model, and the private folders it owns.
+
+    ``close`` closes the connection and removes ``temp_directory`` and ``extension_directory``.
+    """
+
+    connection: Any
+    temp_directory: Path
+    extension_directory: Path
+    settings: dict[str, str]
+    versions: dict[str, str]  # read before locking: duckdb_extensions() lists a directory the lock forbids
+
+    def close(self) -> None:
+        try:
+            self.connection.close()
+        finally:
+            shutil.rmtree(self.temp_directory, ignore_errors=True)
+            shutil.rmtree(self.extension_directory, ignore_errors=True)
+
+
+def _size_setting(environ: Mapping[str, str], name: str, default: str) -> str:
+    raw = environ.get(name, default)
+    if not _SIZE.match(raw) or float(_SIZE.match(raw).group(1)) <= 0:  # type: ignore[union-attr]
+        raise ConfigurationError(
+            f"{name}={raw!r} is not a size DuckDB can cap at",
+            code="DUCKDB_LIMIT_INVALID",
+            evidence={"variable": name, "value": raw},
+            hint=f"set {name} to a positive size with a unit, such as {default} or 512MB, or unset it "
+            f"(default {default})",
+        )
+    return raw.strip()
+
+
+def allowed_extensions(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The extra extensions named in MAPSMITH_ALLOW_EXTENSIONS (a comma list of extension names)."""
+    raw = environ.get(ALLOW_EXTENSIONS_ENV, "")
+    names = tuple(n.strip().lower() for n in raw.split(",") if n.strip())
+    bad = [n for n in names if not _EXTENSION_NAME.match(n) or n in ("httpfs",)]
+    if bad:
+        raise ConfigurationError(
+            f"{ALLOW_EXTENSIONS_ENV} names {bad}, which are not extensions MapSmith will load",
+            code="DUCKDB_EXTENSION_REFUSED",
+            evidence={"variable": ALLOW_EXTENSIONS_ENV, "value": raw, "refused": bad},
+            hint="name extensions by their plain name (icu, json ...); httpfs is never loaded: it reads the network",
+        )
+    return names
+
+
+def sandboxed_connect(workspace_root: Path | None, environ: Mapping[str, str]) -> SandboxedConnection:
+    """An in-memory connection for model-written SQL, its configuration locked before it is returned.
+
+    Spatial is loaded from the wheel's file (never installed, never downloaded), then the extensions
+    named in MAPSMITH_ALLOW_EXTENSIONS; after that no extension can be installed or loaded. The network
+    file systems are disabled, community and unsigned extensions refused, Python replacement scans
+    off (a table name never reaches a variable of this process), memory and temporary disk capped
+    (MAPSMITH_DUCKDB_MEMORY, MAPSMITH_DUCKDB_TEMP_LIMIT). With a workspace, external access is off and
+    only the workspace (and DuckDB's own temporary folder) may be read or written. Temporary files and
+    the extension directory are a fresh private folder each (``mapsmith-duckdb-*`` in the system
+    temporary directory), removed by ``close``; nothing is written to ``~/.duckdb``.
+    """
+    import duckdb
+
+    memory = _size_setting(environ, MEMORY_ENV, DEFAULT_MEMORY)
+    temp_limit = _size_setting(environ, TEMP_LIMIT_ENV, DEFAULT_TEMP_LIMIT)
+    extras = allowed_extensions(environ)
+    spatial = extension_file()
+    temp_dir = Path(tempfile.mkdtemp(prefix="mapsmith-duckdb-tmp-"))
+    ext_dir = Path(tempfile.mkdtemp(prefix="mapsmith-duckdb-ext-"))
+    settings = {
+        "autoinstall_known_extensions": "false",
+        "autoload_known_extensions": "false",
+        "allow_community_extensions": "false",
+        "allow_unsigned_extensions": "false",
+        "python_enable_replacements": "false",
+        "extension_directory": str(ext_dir),
+        "temp_directory": str(temp_dir),
+        "memory_limit": memory,
+        "max_temp_directory_size": temp_limit,
+    }
+    con = None
+    try:
+        con = duckdb.connect(
+            ":memory:",
+            config={
+                **{k: (v == "true" if v in ("true", "false") else v) for k, v in settings.items()},
+            },
+        )
+        con.load_extension(str(spatial))  # loaded from the file itself: nothing is copied or fetched
+        for name in extras:
+            try:
+                con.load_extension(name)
+            except duckdb.Error as exc:
+                raise ConfigurationError(
+                    f"{ALLOW_EXTENSIONS_ENV} names {name!r}, which DuckDB cannot load here: {exc}",
+                    code="DUCKDB_EXTENSION_UNAVAILABLE",
+                    evidence={"variable": ALLOW_EXTENSIONS_ENV, "extension": name},
+                    hint="only extensions built into this DuckDB can be named; remove it from the list",
+                ) from exc
+        row = con.execute(
+            "SELECT extension_version FROM duckdb_extensions() WHERE extension_name = 'spatial'"
+        ).fetchone()
+        versions = {"duckdb": duckdb.__version__, "duckdb-spatial": str(row[0]) if row else "unknown"}
+        con.execute("SET disabled_filesystems = ?", [",".join(DISABLED_FILESYSTEMS)])
+        settings["disabled_filesystems"] = ",".join(DISABLED_FILESYSTEMS)
+        if workspace_root is not None:
+            root = str(workspace_root).rstrip("/\\") + "/"
+            con.execute("SET allowed_directories = ?", [[root]])
+            con.execute("SET enable_external_access = false")
+            settings["allowed_directories"] = root
+            settings["enable_external_access"] = "false"
+        con.execute("SET lock_configuration = true")
+        settings["lock_configuration"] = "true"
+    except BaseException:
+        if con is not None:
+            con.close()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        shutil.rmtree(ext_dir, ignore_errors=True)
+        raise
+    return SandboxedConnection(con, temp_dir, ext_dir, settings, versions)
