@@ -13,8 +13,9 @@ from typing import Any
 
 def server_env(workspace: Path, **extra: str) -> dict[str, str]:
     """The child's MAPSMITH_* settings. The SDK merges them over a minimal inherited environment,
-    so a MAPSMITH_STACK set in the shell running pytest cannot leak into the server."""
-    return {"MAPSMITH_WORKSPACE": str(workspace), **extra}
+    so a MAPSMITH_STACK set in the shell running pytest cannot leak into the server. QGIS's algorithms
+    stay out of the catalog unless a test asks (tests/conftest.py says why)."""
+    return {"MAPSMITH_WORKSPACE": str(workspace), "MAPSMITH_QGIS_ALGORITHMS": "0", **extra}
 
 
 @asynccontextmanager

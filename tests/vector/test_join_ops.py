@@ -77,8 +77,9 @@ def pairs(path: Path, left: str, right: str) -> list[tuple]:
     return sorted((a, None if b != b or b is None else b) for a, b in zip(out[left], out[right], strict=True))
 
 
-def passed_over(path: Path) -> list[dict]:
-    return manifest(path)["x-mapsmith:engine_choice"].get("passed_over", [])
+def passed_over(path: Path, engine: str = "duckdb") -> list[dict]:
+    """The engine choice's passed-over entries for ``engine`` (SedonaDB, where installed, is passed over too)."""
+    return [p for p in manifest(path)["x-mapsmith:engine_choice"].get("passed_over", []) if p["engine"] == engine]
 
 
 # -- spatial_join -----------------------------------------------------------------------------

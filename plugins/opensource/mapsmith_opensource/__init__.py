@@ -71,6 +71,7 @@ OPERATION_MODULES = (
     "terrain_ops",
     "hydrology_ops",
     "sql_ops",
+    "sedonadb_ops",  # SedonaDB engines, preferred when installed and eligible (see its eligibility rules)
 )
 
 

@@ -44,6 +44,7 @@ from mapsmith_opensource.common import (
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     import geopandas as gpd
@@ -52,6 +53,9 @@ if TYPE_CHECKING:
     from pyproj import CRS
 
     from mapsmith.runner import RunContext
+
+    # (polygon geometries, point geometries) -> (polygon rows, point rows) of the intersecting pairs
+    PairFinder = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 # spatial_join has two engines. The DuckDB engine works file to file (GeoParquet in, GeoParquet out;
 # both CRS equal; a predicate DuckDB Spatial evaluates as GEOS does); everything else goes to GeoPandas.
@@ -1046,7 +1050,24 @@ class _PointsInPolygons:
     counts: dict[str, int]
 
 
-def _points_in_polygons(ctx: RunContext, new_fields: list[str], value_field: str | None = None) -> _PointsInPolygons:
+def intersecting_pairs(polygons: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(polygon row, point row) for every point that intersects a polygon, found with a GEOS STRtree.
+
+    The GeoPandas engine's pair finder; another engine (sedonadb_ops) passes its own, and everything
+    before and after the pairs (reading, checks, counts, statistics, writing) stays this module's.
+    """
+    import shapely
+
+    tree = shapely.STRtree(points)
+    return tree.query(polygons, predicate="intersects")
+
+
+def _points_in_polygons(
+    ctx: RunContext,
+    new_fields: list[str],
+    value_field: str | None = None,
+    find_pairs: PairFinder = intersecting_pairs,
+) -> _PointsInPolygons:
     import numpy as np
     import shapely
 
@@ -1058,8 +1079,7 @@ def _points_in_polygons(ctx: RunContext, new_fields: list[str], value_field: str
     require_valid(ctx, polygons, "input_path", UNDEFINED_ON_INVALID)
     points = align_to(ctx, points, polygons.crs, "points_path")
     _record_topological(ctx, polygons.crs, "points_path", "points were tested against polygons")
-    tree = shapely.STRtree(points.geometry.values)
-    poly_rows, point_rows = tree.query(polygons.geometry.values, predicate="intersects")
+    poly_rows, point_rows = find_pairs(polygons.geometry.values, points.geometry.values)
     times = np.bincount(point_rows, minlength=len(points))
     no_geometry = int((shapely.is_missing(points.geometry.values) | shapely.is_empty(points.geometry.values)).sum())
     counts = {
@@ -1081,11 +1101,12 @@ def _points_in_polygons(ctx: RunContext, new_fields: list[str], value_field: str
     return _PointsInPolygons(polygons, points, poly_rows, point_rows, counts)
 
 
-def count_in_polygons(ctx: RunContext) -> None:
+def count_in_polygons(ctx: RunContext, find_pairs: PairFinder = intersecting_pairs) -> None:
     import numpy as np
 
-    set_engine(ctx)
-    found = _points_in_polygons(ctx, ["point_count"])
+    if find_pairs is intersecting_pairs:
+        set_engine(ctx)
+    found = _points_in_polygons(ctx, ["point_count"], find_pairs=find_pairs)
     out = found.polygons.copy()
     out["point_count"] = np.bincount(found.polygon_rows, minlength=len(out)).astype("int64")
     ctx.parameters["x-mapsmith:join_counts"] = found.counts
@@ -1117,17 +1138,18 @@ def validate_summarize_points(ctx: RunContext) -> None:
     _parse_statistics(ctx.arguments["statistics"])
 
 
-def summarize_points_in_polygons(ctx: RunContext) -> None:
+def summarize_points_in_polygons(ctx: RunContext, find_pairs: PairFinder = intersecting_pairs) -> None:
     import numpy as np
     import pandas as pd
 
-    set_engine(ctx)
+    if find_pairs is intersecting_pairs:
+        set_engine(ctx)
     name = ctx.arguments["field"]
     statistics = _parse_statistics(ctx.arguments["statistics"])
     ctx.parameters["statistics"] = ",".join(statistics)
     columns = {s: f"{name}_{s}" for s in statistics}
     null_column = f"{name}_null_count"
-    found = _points_in_polygons(ctx, [*columns.values(), null_column], value_field=name)
+    found = _points_in_polygons(ctx, [*columns.values(), null_column], value_field=name, find_pairs=find_pairs)
     values = found.points[name].to_numpy(dtype=float, na_value=np.nan)[found.point_rows]
     present = ~np.isnan(values)
     n = len(found.polygons)
