@@ -8,6 +8,7 @@ produce a non-conforming record unnoticed.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +19,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 SPEC_SCHEMA = SHARED / "manifest-spec" / "schema" / "manifest-v1.schema.json"
+
+# Tests about MapSmith's own catalog must not change when QGIS is installed: its ~341 algorithms
+# join the catalog only in tests that ask (tests/stacks/test_qgis_*.py set this to 1).
+os.environ.setdefault("MAPSMITH_QGIS_ALGORITHMS", "0")
 
 
 def published_schema_errors(record: dict[str, Any]) -> list[str]:

@@ -139,6 +139,19 @@ class Router:
                 evidence={"operation": operation, "status": contract.status},
                 hint="answer 'not yet' or use another operation from list_operations",
             )
+        owner = operation.split(":", 1)[0] if ":" in operation else None
+        if owner is not None and owner in self.host.stacks and owner != self.stack:
+            # A stack's own toolbox (qgis:native:buffer) exists on that stack only: it runs there
+            # whatever MAPSMITH_STACK says, and the choice is recorded like a substitution would be.
+            impls, why = self._unavailable_on(operation, owner)
+            if why is None:
+                return Candidates(operation, owner, tuple(impls))
+            raise OperationUnavailable(
+                why.reason,
+                code=UNAVAILABLE_CODES[why.kind],
+                evidence={"operation": operation, "stack": owner, "outcome": why.kind},
+                hint=why.hint,
+            )
         impls, why = self._unavailable_on(operation, self.stack)
         if why is None:
             return Candidates(operation, self.stack, tuple(impls))

@@ -50,7 +50,8 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _env(workspace: Path, site: Path, **extra: str) -> dict[str, str]:
-    return {"MAPSMITH_WORKSPACE": str(workspace), "PYTHONPATH": str(site), **extra}
+    env = {"MAPSMITH_WORKSPACE": str(workspace), "PYTHONPATH": str(site), "MAPSMITH_QGIS_ALGORITHMS": "0"}
+    return {**env, **extra}
 
 
 async def _converse(workspace: Path, site: Path) -> dict[str, Any]:

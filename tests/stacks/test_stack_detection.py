@@ -553,7 +553,7 @@ def test_qgis_detection_matches_this_machine() -> None:
         assert avail.details["executable"] == next(f for f in found if f)
 
 
-def test_the_three_stacks_register_through_the_plugin_host_without_operations() -> None:
+def test_the_three_stacks_register_through_the_plugin_host_with_only_qgis_mapped_operations() -> None:
     host = PluginHost(
         load_entry_points=False,
         extra_plugins=[("sedona", mapsmith_sedona), ("qgis", mapsmith_qgis), ("esri", mapsmith_esri)],
@@ -563,7 +563,11 @@ def test_the_three_stacks_register_through_the_plugin_host_without_operations() 
     for spec in host.stacks.values():
         assert spec.licence and spec.summary
         assert spec.dataset_io is None
-    assert not [impl for impls in host.implementations.values() for impl in impls]
+    # MAPSMITH_QGIS_ALGORITHMS=0 in tests: only the qgis stack's mapped MapSmith operations are registered
+    from mapsmith_qgis.mapping import MAPPINGS
+
+    registered = {(i.stack, i.operation) for impls in host.implementations.values() for i in impls}
+    assert registered == {("qgis", m.operation) for m in MAPPINGS}
 
 
 def test_importing_the_plugins_imports_no_engine() -> None:

@@ -75,6 +75,23 @@ VOCABULARY: dict[str, Extension] = {
         "`within_distance`: the distance actually applied, in units of the analysis CRS (metres in an "
         "estimated UTM zone, else `distance_meters` divided by the projected CRS's unit in metres).",
     ),
+    "x-mapsmith:qgis_algorithm": Extension(
+        "parameters key",
+        "`qgis:*` operations, and the main algorithm of MapSmith operations run on the qgis stack: the QGIS "
+        "Processing algorithm id that ran (`native:buffer`).",
+    ),
+    "x-mapsmith:qgis_parameters": Extension(
+        "parameters key",
+        "`qgis:*` operations, and the main algorithm of MapSmith operations run on the qgis stack: the exact "
+        "`NAME=value` pairs given to `qgis_process run`, in order, as "
+        "`[name, value]`; paths as the caller gave them, the output as `(output_path)`.",
+    ),
+    "x-mapsmith:qgis_steps": Extension(
+        "parameters key",
+        "MapSmith operations run with `MAPSMITH_STACK=qgis`: every `qgis_process run` the operation made, in "
+        "order, as `{algorithm, parameters}`; parameters as in `x-mapsmith:qgis_parameters`, scratch files as "
+        "`(scratch)/<name>`.",
+    ),
     "x-mapsmith:features_outside_mask": Extension(
         "parameters key",
         "`clip_layer`: how many input features lie wholly outside the mask and were not written.",

@@ -1,7 +1,8 @@
 """The qgis stack: QGIS Processing run through the ``qgis_process`` command, a separate process.
 
-For now it only registers the stack and detects, for real, whether ``qgis_process`` starts here and
-which QGIS it is. Operations come later.
+It detects, for real, whether ``qgis_process`` starts here and which QGIS it is, and then registers
+every algorithm QGIS lists as an operation ``qgis:<algorithm id>`` (``algorithms.py`` derives the
+contracts, ``run.py`` runs them).
 
 It must never import QGIS (``qgis.core`` and friends): QGIS is GPL, and MapSmith talks to it only
 across a process boundary, with arguments and files. Detection must never raise; a missing,
@@ -16,14 +17,20 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mapsmith.hookspecs import hookimpl
-from mapsmith.registry import Availability, RegisterStack, StackSpec
+from mapsmith.registry import Availability, RegisterOperation, RegisterStack, StackSpec
+
+if TYPE_CHECKING:
+    from mapsmith.runner import RunContext
 
 STACK = "qgis"
 ENV_VAR = "MAPSMITH_QGIS_PROCESS"
+ALGORITHMS_ENV = "MAPSMITH_QGIS_ALGORITHMS"
 # Debian's `qgis_process` is a wrapper that adds --noversioncheck, an option QGIS 3.22 rejects,
 # so the real binary beside it comes first.
 EXECUTABLE_NAMES = ("qgis_process.bin", "qgis_process")
@@ -189,3 +196,71 @@ def mapsmith_register_stacks(register: RegisterStack) -> None:
             licence="GPL-2.0-or-later (QGIS; run as a separate process, never imported or linked)",
         )
     )
+
+
+def _implementation(algorithm: str, imported: dict[str, object]):  # noqa: ANN202 - a closure per algorithm
+    def run(ctx: RunContext) -> None:
+        from mapsmith_qgis.run import run_algorithm
+
+        executable, _ = find_qgis_process()
+        if executable is None:
+            from mapsmith.errors import EngineError
+
+            raise EngineError(f"qgis_process is gone: {NOT_FOUND_REASON}", code="QGIS_UNAVAILABLE", hint=INSTALL_FIX)
+        run_algorithm(ctx, executable, algorithm, imported, dict(probe(executable).versions))  # type: ignore[arg-type]
+
+    return run
+
+
+@functools.cache
+def imported_algorithms(executable: str, qgis_version: str) -> dict[str, dict[str, object]]:
+    """Every algorithm ``qgis_process --json list`` lists, with its derived contract (cached on disk)."""
+    from mapsmith_qgis.algorithms import derive_contract, load_import
+
+    data = load_import(executable, qgis_version)
+    providers = data["providers"]
+    return {
+        alg_id: derive_contract(alg_id, entry, providers.get(entry["provider"], {}).get("is_active", True))
+        for alg_id, entry in sorted(data["algorithms"].items())
+    }
+
+
+@hookimpl
+def mapsmith_register_operations(register: RegisterOperation) -> None:
+    """Register every QGIS algorithm as ``qgis:<id>`` when qgis_process works here; else nothing.
+
+    ``MAPSMITH_QGIS_ALGORITHMS=0`` keeps them out of the catalog (the stack is still detected): the
+    test suite uses it so that tests about MapSmith's own catalog do not depend on QGIS being installed.
+    MapSmith's own operations that QGIS can carry out (``mapping.MAPPINGS``) are registered always:
+    they add no contract, and the router reports the stack unavailable when qgis_process is not here.
+    """
+    from mapsmith_qgis.mapping import ENGINE, MAPPINGS, VALIDATORS, writable
+
+    for mapped in MAPPINGS:
+        register(
+            mapped.function,
+            operation=mapped.operation,
+            stack=STACK,
+            engine=ENGINE,
+            eligible=writable,
+            validate=VALIDATORS.get(mapped.operation),
+        )
+    if os.environ.get(ALGORITHMS_ENV, "1").strip() == "0":
+        return
+    avail = availability()
+    if not avail.available:
+        return
+    executable, version = avail.details["executable"], avail.details["qgis"]
+    try:
+        algorithms = imported_algorithms(executable, version)
+    except Exception as exc:  # the host must start without QGIS's algorithms rather than not at all
+        print(f"mapsmith: the QGIS algorithm import failed, none registered: {exc}", file=sys.stderr)
+        return
+    for alg_id, imported in algorithms.items():
+        register(
+            _implementation(alg_id, imported),
+            operation=imported["contract"]["name"],  # type: ignore[index]
+            stack=STACK,
+            engine="qgis_process",
+            contract=imported["contract"],  # type: ignore[arg-type]
+        )
