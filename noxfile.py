@@ -1,4 +1,4 @@
-"""Developer and CI sessions. `nox` with no arguments runs what CI runs: lint, typecheck, tests, qgis, then the demo.
+"""Developer and CI sessions. `nox` alone runs what CI runs: lint, typecheck, tests, qgis, spark, then the demo.
 
 Every session installs MapSmith from this checkout into a fresh virtual environment, so a
 dependency that is not declared in pyproject.toml fails here as it would for a user.
@@ -9,7 +9,7 @@ import shutil
 
 import nox
 
-nox.options.sessions = ["lint", "typecheck", "tests", "qgis", "demo"]
+nox.options.sessions = ["lint", "typecheck", "tests", "qgis", "spark", "demo"]
 nox.options.reuse_existing_virtualenvs = False
 PYTHON = "3.11"
 
@@ -18,8 +18,9 @@ PYTHON = "3.11"
 def tests(session: nox.Session) -> None:
     """The whole test suite on the core and the opensource stack (stack detection included)."""
     session.install(".[test]")
-    # The real-QGIS tests run in the qgis session; here they would only repeat it.
-    session.run("pytest", "-q", "--ignore-glob=tests/stacks/test_qgis_*.py", *session.posargs)
+    # The real-QGIS and Spark tests run in the qgis and spark sessions; here they would only repeat or skip.
+    ignored = ["--ignore-glob=tests/stacks/test_qgis_*.py", "--ignore=tests/stacks/test_spark_sedona.py"]
+    session.run("pytest", "-q", *ignored, *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -47,6 +48,27 @@ def qgis(session: nox.Session) -> None:
         "tests/stacks/test_qgis_mcp.py",
         *session.posargs,
         env={"MAPSMITH_QGIS_REQUIRED": "1"},
+    )
+
+
+@nox.session(python=PYTHON)
+def spark(session: nox.Session) -> None:
+    """The sedona stack's Spark engine for real in local mode (Java 17, pyspark, Sedona jars from Maven Central).
+
+    The pinned jars (plugins/sedona/mapsmith_sedona/jars.py) are fetched once with Maven into
+    ~/.m2/repository when they are not there yet; these tests never skip here.
+    """
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        session.error("Java 17 is not installed: apt-get install -y openjdk-17-jre-headless")
+    session.install(".[spark,test]")
+    session.run("python", "-m", "mapsmith_sedona.jars", "fetch")
+    session.run(
+        "pytest",
+        "-q",
+        "-rs",
+        "tests/stacks/test_spark_sedona.py",
+        *session.posargs,
+        env={"MAPSMITH_SPARK_REQUIRED": "1"},
     )
 
 

@@ -330,10 +330,14 @@ def test_sedona_packages_present_but_no_java(monkeypatch: pytest.MonkeyPatch, tm
     assert "Java 17" in avail.details["spark"]
 
 
-def test_spark_alone_is_enough_for_the_stack(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_spark_alone_is_enough_for_the_stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     if shutil.which("java") is None or os.environ.get("JAVA_HOME"):
         pytest.skip("needs a java on PATH and no JAVA_HOME")
     pretend_modules(monkeypatch, present=set(mapsmith_sedona.SPARK_MODULES))
+    jars = [tmp_path / "sedona.jar", tmp_path / "geotools-wrapper.jar"]  # stand-ins: detection only checks they exist
+    for jar in jars:
+        jar.touch()
+    monkeypatch.setenv("MAPSMITH_SEDONA_JARS", ",".join(str(j) for j in jars))
 
     avail = mapsmith_sedona.availability()
     java = mapsmith_sedona.engine_versions().get("java")
@@ -553,7 +557,7 @@ def test_qgis_detection_matches_this_machine() -> None:
         assert avail.details["executable"] == next(f for f in found if f)
 
 
-def test_the_three_stacks_register_through_the_plugin_host_with_only_qgis_mapped_operations() -> None:
+def test_the_three_stacks_register_through_the_plugin_host_with_only_mapped_operations() -> None:
     host = PluginHost(
         load_entry_points=False,
         extra_plugins=[("sedona", mapsmith_sedona), ("qgis", mapsmith_qgis), ("esri", mapsmith_esri)],
@@ -563,11 +567,12 @@ def test_the_three_stacks_register_through_the_plugin_host_with_only_qgis_mapped
     for spec in host.stacks.values():
         assert spec.licence and spec.summary
         assert spec.dataset_io is None
-    # MAPSMITH_QGIS_ALGORITHMS=0 in tests: only the qgis stack's mapped MapSmith operations are registered
+    # MAPSMITH_QGIS_ALGORITHMS=0 in tests: only the MapSmith operations the qgis and sedona stacks map are registered
     from mapsmith_qgis.mapping import MAPPINGS
 
     registered = {(i.stack, i.operation) for impls in host.implementations.values() for i in impls}
-    assert registered == {("qgis", m.operation) for m in MAPPINGS}
+    sedona = {("sedona", op) for op in ("spatial_join", "count_in_polygons", "summarize_points_in_polygons")}
+    assert registered == {("qgis", m.operation) for m in MAPPINGS} | sedona
 
 
 def test_importing_the_plugins_imports_no_engine() -> None:

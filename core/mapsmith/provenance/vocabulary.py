@@ -92,6 +92,13 @@ VOCABULARY: dict[str, Extension] = {
         "order, as `{algorithm, parameters}`; parameters as in `x-mapsmith:qgis_parameters`, scratch files as "
         "`(scratch)/<name>`.",
     ),
+    "x-mapsmith:spark_job": Extension(
+        "parameters key",
+        "Operations run with `MAPSMITH_STACK=sedona` on Apache Sedona on Spark: the Spark master URL, Spark's "
+        "version, the partitions each input was read in (`input_partitions`, by argument), `output_partitions`, "
+        "`default_parallelism`, the seconds the process's SparkSession took to start (`session_start_seconds`, "
+        "paid once per process) and the seconds of this job (`job_seconds`).",
+    ),
     "x-mapsmith:features_outside_mask": Extension(
         "parameters key",
         "`clip_layer`: how many input features lie wholly outside the mask and were not written.",

@@ -288,7 +288,12 @@ def build_server(app: MapSmith) -> Server[Any]:
         record_next_operation(app, name)  # the discovery log's "what ran next" (a no-op unless it is on)
         # A no-op unless the client sent a progress token.
         await ctx.session.report_progress(0.0, 1.0, f"{name}: checking arguments and inputs")
-        result = await anyio.to_thread.run_sync(lambda: app.run(name, arguments))
+
+        def progress(fraction: float, message: str) -> None:
+            # Called from the worker thread by engines that report (the Spark engine's stages).
+            anyio.from_thread.run(ctx.session.report_progress, fraction, 1.0, f"{name}: {message}")
+
+        result = await anyio.to_thread.run_sync(lambda: app.run(name, arguments, progress))
         await ctx.session.report_progress(1.0, 1.0, f"{name}: {result.status}")
         return result.to_dict()
 

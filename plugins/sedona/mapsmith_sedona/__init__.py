@@ -1,8 +1,12 @@
 """The sedona stack: SedonaDB on one machine, Apache Sedona on Spark beyond one machine.
 
-For now it only registers the stack and detects, for real, which of its two engines can run here:
-SedonaDB needs the ``sedonadb`` and ``geoarrow-pyarrow`` packages; Apache Sedona on Spark needs
-``pyspark``, ``apache-sedona`` and a Java runtime. Operations come later.
+It registers the stack and detects, for real, which of its two engines can run here: SedonaDB
+needs the ``sedonadb`` and ``geoarrow-pyarrow`` packages; Apache Sedona on Spark needs ``pyspark`` of
+the Spark line the pinned Sedona jars are built for, ``apache-sedona``, a Java runtime and the jars
+themselves on this machine (``jars.py``). With ``MAPSMITH_STACK=sedona`` MapSmith's own
+``spatial_join``, ``count_in_polygons`` and ``summarize_points_in_polygons`` run as Spark jobs
+(``spark_ops.py``); SedonaDB's engines live in the opensource stack's router
+(``mapsmith_opensource.sedonadb_ops``).
 
 It must never import an engine when this module is imported (the server's start-up must stay fast
 and must not fail because an optional stack is half installed), and detection must never raise:
@@ -21,7 +25,7 @@ from collections.abc import Mapping
 from importlib import metadata
 
 from mapsmith.hookspecs import hookimpl
-from mapsmith.registry import Availability, RegisterStack, StackSpec
+from mapsmith.registry import Availability, RegisterOperation, RegisterStack, StackSpec, Unavailable
 
 STACK = "sedona"
 # import name -> the distribution that provides it, so a reason names what to install
@@ -29,7 +33,10 @@ SEDONADB_MODULES = {"sedonadb": "sedonadb", "geoarrow.pyarrow": "geoarrow-pyarro
 SPARK_MODULES = {"pyspark": "pyspark", "sedona": "apache-sedona"}
 VERSIONED_DISTRIBUTIONS = ("sedonadb", "geoarrow-pyarrow", "apache-sedona", "pyspark")
 SEDONADB_FIX = "pip install 'mapsmith[sedona]'"
-SPARK_FIX = "pip install 'mapsmith[spark]' and install Java 17 (e.g. apt-get install -y openjdk-17-jre-headless)"
+SPARK_FIX = (
+    "pip install 'mapsmith[spark]', install Java 17 (e.g. apt-get install -y openjdk-17-jre-headless), "
+    "and fetch the Sedona jars once with `python -m mapsmith_sedona.jars fetch` (needs Maven)"
+)
 MIN_JAVA_MAJOR = 17  # Spark 4, which the [spark] extra pins, runs on Java 17 or later
 JAVA_PROBE_TIMEOUT_S = 10
 
@@ -91,8 +98,14 @@ def java_major(version: str) -> int | None:
     return int(parts[1]) if major == 1 and len(parts) > 1 else major
 
 
-def _spark_problem() -> str | None:
-    """None when Apache Sedona on Spark can start here, else why not."""
+def spark_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """None when Apache Sedona on Spark can start here, else why not (never raises for a missing piece).
+
+    Checked in the order a user fixes them: packages, Java, pyspark's Spark line against the pinned
+    jar, then the jars themselves (``jars.find_jars``, which never downloads).
+    """
+    from mapsmith_sedona.jars import PYSPARK_REQUIREMENT, SPARK_LINE, find_jars
+
     missing = _missing(SPARK_MODULES)
     if missing:
         return f"Python packages not installed: {', '.join(missing)}"
@@ -105,6 +118,18 @@ def _spark_problem() -> str | None:
     major = java_major(version)
     if major is not None and major < MIN_JAVA_MAJOR:
         return f"Java {version} at {java} is too old; Spark 4 needs Java {MIN_JAVA_MAJOR} or later"
+    try:
+        pyspark_version: str | None = metadata.version("pyspark")
+    except metadata.PackageNotFoundError:  # importable without install metadata: the line cannot be checked
+        pyspark_version = None
+    if pyspark_version is not None and ".".join(pyspark_version.split(".")[:2]) != SPARK_LINE:
+        return (
+            f"pyspark {pyspark_version} is installed, but the pinned Sedona jar is built for Spark {SPARK_LINE} "
+            f"(pip install '{PYSPARK_REQUIREMENT}')"
+        )
+    jars, problem = find_jars(environ)
+    if jars is None:
+        return problem
     return None
 
 
@@ -112,18 +137,18 @@ def availability() -> Availability:
     try:
         missing = _missing(SEDONADB_MODULES)
         sedonadb_problem = f"Python packages not installed: {', '.join(missing)}" if missing else None
-        spark_problem = _spark_problem()
+        spark = spark_problem()
     except Exception as exc:  # detection must report, never raise
         return Availability(False, reason=f"detection failed: {type(exc).__name__}: {exc}", fix=SEDONADB_FIX)
     details = {
         "sedonadb": "usable" if sedonadb_problem is None else f"not usable: {sedonadb_problem}; fix: {SEDONADB_FIX}",
-        "spark": "usable" if spark_problem is None else f"not usable: {spark_problem}; fix: {SPARK_FIX}",
+        "spark": "usable" if spark is None else f"not usable: {spark}; fix: {SPARK_FIX}",
     }
-    if sedonadb_problem is None or spark_problem is None:
+    if sedonadb_problem is None or spark is None:
         return Availability(True, details=details)
     return Availability(
         False,
-        reason=f"no engine of the sedona stack is usable: SedonaDB: {sedonadb_problem}; Spark: {spark_problem}",
+        reason=f"no engine of the sedona stack is usable: SedonaDB: {sedonadb_problem}; Spark: {spark}",
         fix=f"{SEDONADB_FIX} (SedonaDB, one machine), or {SPARK_FIX} (Apache Sedona on Spark)",
         details=details,
     )
@@ -157,4 +182,52 @@ def mapsmith_register_stacks(register: RegisterStack) -> None:
             engine_versions=engine_versions,
             licence="Apache-2.0 (SedonaDB, Apache Sedona, Apache Spark)",
         )
+    )
+
+
+def _spark_requirement() -> Unavailable | None:
+    """The stack may be available through SedonaDB alone: the Spark operations then say why they cannot run."""
+    try:
+        problem = spark_problem()
+    except Exception as exc:  # detection must report, never raise
+        problem = f"detection failed: {type(exc).__name__}: {exc}"
+    if problem is None:
+        return None
+    return Unavailable("stack_unavailable", f"Apache Sedona on Spark is not usable here: {problem}", SPARK_FIX)
+
+
+@hookimpl
+def mapsmith_register_operations(register: RegisterOperation) -> None:
+    """MapSmith's own operations that run as Spark jobs with ``MAPSMITH_STACK=sedona``.
+
+    Registered always (they add no contract); pyspark is imported only when one runs, and the router
+    reports the Spark engine unusable, with the fix, when Java, pyspark or the jars are missing.
+    """
+    from mapsmith_sedona import spark_ops
+
+    register(
+        spark_ops.spatial_join_spark,
+        operation="spatial_join",
+        stack=STACK,
+        engine=spark_ops.ENGINE,
+        eligible=spark_ops.spatial_join_eligible,
+        requirement=_spark_requirement,
+        validate=spark_ops.validate_spatial_join,
+    )
+    register(
+        spark_ops.count_in_polygons_spark,
+        operation="count_in_polygons",
+        stack=STACK,
+        engine=spark_ops.ENGINE,
+        eligible=spark_ops.points_in_polygons_eligible,
+        requirement=_spark_requirement,
+    )
+    register(
+        spark_ops.summarize_points_in_polygons_spark,
+        operation="summarize_points_in_polygons",
+        stack=STACK,
+        engine=spark_ops.ENGINE,
+        eligible=spark_ops.points_in_polygons_eligible,
+        requirement=_spark_requirement,
+        validate=spark_ops.validate_summarize_points,
     )

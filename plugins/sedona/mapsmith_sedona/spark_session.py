@@ -1,0 +1,122 @@
+"""The one SparkSession of this process, with Apache Sedona's SQL functions, started on first use.
+
+Starting Spark takes seconds (a JVM, then Sedona's registrations), so the session is started once,
+lazily, reused by every run, and stopped when the process exits. The master is
+``MAPSMITH_SPARK_MASTER`` (``local[*]`` by default; ``spark://host:7077`` or ``k8s://...`` for a
+cluster), read from the service's environment on the first run; later runs get the same session.
+
+Only pyspark and Sedona's jars are used: Sedona's SQL extension registers every ``ST_*`` function
+and the ``geoparquet`` data source inside the JVM, so the ``sedona`` Python package is not imported.
+The JVM's standard output is sent to standard error, because the MCP server speaks on standard output.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mapsmith.errors import EngineError
+
+MASTER_ENV = "MAPSMITH_SPARK_MASTER"
+DEFAULT_MASTER = "local[*]"
+
+
+@dataclass(frozen=True)
+class Session:
+    spark: Any  # pyspark.sql.SparkSession
+    master: str
+    jars: tuple[str, ...]
+    start_seconds: float
+
+
+_lock = threading.Lock()
+_session: Session | None = None
+
+
+def master_of(environ: Mapping[str, str]) -> str:
+    return (environ.get(MASTER_ENV) or "").strip() or DEFAULT_MASTER
+
+
+def get_session(environ: Mapping[str, str]) -> Session:
+    """The process's session, started now if it is not running yet."""
+    global _session
+    with _lock:
+        if _session is not None:
+            return _session
+        _session = _start(master_of(environ), environ)
+        atexit.register(stop)
+        return _session
+
+
+def running() -> Session | None:
+    return _session
+
+
+def stop() -> None:
+    """Stop the session (at exit, or when a test asks); the next run starts a new one."""
+    global _session
+    with _lock:
+        if _session is None:
+            return
+        try:
+            _session.spark.stop()
+        finally:
+            _session = None
+
+
+def _start(master: str, environ: Mapping[str, str]) -> Session:
+    from mapsmith_sedona import SPARK_FIX, spark_problem
+    from mapsmith_sedona.jars import find_jars
+
+    problem = spark_problem(environ)
+    if problem is not None:
+        raise EngineError(
+            f"Apache Sedona on Spark cannot start here: {problem}",
+            code="SPARK_UNAVAILABLE",
+            evidence={"master": master},
+            hint=SPARK_FIX,
+        )
+    jars, _ = find_jars(environ)
+    assert jars is not None  # spark_problem checked them
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
+    conf = (
+        SparkConf()
+        .setMaster(master)
+        .setAppName("mapsmith")
+        .set("spark.jars", ",".join(jars))
+        .set("spark.sql.extensions", "org.apache.sedona.sql.SedonaSqlExtensions")
+        .set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
+        .set("spark.kryo.registrator", "org.apache.sedona.core.serde.SedonaKryoRegistrator")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")  # its progress bar is for terminals; MCP gets ctx.progress
+        .set("spark.sql.session.timeZone", "UTC")
+    )
+    if master.startswith("local"):
+        # A laptop's host name may not resolve; local mode never needs another host to reach it.
+        conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
+        # Spark's 200 shuffle partitions are sized for clusters; on one machine they are mostly empty tasks.
+        conf.set("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
+    t0 = time.perf_counter()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": 2})  # the JVM's stdout onto our stderr
+        context = SparkContext(conf=conf, gateway=gateway)
+        context.setLogLevel("ERROR")
+        spark = SparkSession(context)
+        spark.sql("SELECT ST_Point(0.0, 0.0)").collect()  # fails here, not mid-run, if the jars do not load
+    except Exception as exc:
+        raise EngineError(
+            f"Spark with Apache Sedona did not start (master {master}): {type(exc).__name__}: {str(exc)[:500]}",
+            code="SPARK_START_FAILED",
+            evidence={"master": master, "jars": jars, "exception": type(exc).__name__},
+            hint=f"check that {master} is reachable and that the jars match pyspark's Spark version "
+            "(server_info lists the sedona stack's state); `python -m mapsmith_sedona.jars show` prints the jars",
+        ) from exc
+    return Session(spark, master, tuple(jars), round(time.perf_counter() - t0, 3))
