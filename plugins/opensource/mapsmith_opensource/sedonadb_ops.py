@@ -49,16 +49,8 @@ SEDONADB_FIX = "pip install 'mapsmith[sedona]'"
 # above every size measured, at the issue's next scale point, where it must be measured (not yet done).
 SEDONADB_MIN_FEATURES = 10_000_000
 MIN_FEATURES_ENV = "MAPSMITH_SEDONADB_MIN_FEATURES"  # overrides the threshold (tests set it to 0)
-# join_ops' predicate names (the GeoPandas engine's) -> SedonaDB's functions
-PREDICATES = {
-    "intersects": "ST_Intersects",
-    "within": "ST_Within",
-    "contains": "ST_Contains",
-    "touches": "ST_Touches",
-    "crosses": "ST_Crosses",
-    "overlaps": "ST_Overlaps",
-    "dwithin": "ST_DWithin",
-}
+# join_ops' predicate names (the GeoPandas engine's) -> the SQL functions SedonaDB shares with DuckDB
+PREDICATES = join_ops.SPATIAL_PREDICATES
 
 # the validators are join_ops' own: module-level names here because registrations name them
 validate_spatial_join = join_ops.validate_spatial_join
