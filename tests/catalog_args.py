@@ -99,7 +99,7 @@ def build_arguments(contract: Any, workspace: Path, override: dict[str, str] | N
     for p in contract.parameters:
         if p.name in example:
             args[p.name] = example[p.name]
-    if getattr(contract, "datasets_named_in", None):
+    if contract.datasets_named_in:
         # run_sql names its datasets inside the query: read one sample polygon layer.
         sample = _sample(workspace, "sql_input", "vector", "polygon", None)
         args[contract.datasets_named_in] = f"SELECT id, name, geom FROM ST_Read('{sample}')"

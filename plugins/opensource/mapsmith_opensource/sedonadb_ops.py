@@ -21,10 +21,10 @@ geodesic measures are GEOS/pyproj code the pair-search pattern does not cover.
 
 from __future__ import annotations
 
-import importlib.util
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+import mapsmith_sedona
 from mapsmith_opensource import join_ops
 from mapsmith_opensource.common import engine_versions
 from mapsmith_opensource.registration import Registration
@@ -36,9 +36,10 @@ if TYPE_CHECKING:
 
 ENGINE = "sedonadb"
 SEDONADB_PREFERENCE = 40  # above DuckDB (join_ops.DUCKDB_PREFERENCE, 30) and GeoPandas (20 or default 0)
-# import name -> the distribution that provides it, so the reason names what to install
-SEDONADB_MODULES = {"sedonadb": "sedonadb", "geoarrow.pyarrow": "geoarrow-pyarrow"}
-SEDONADB_FIX = "pip install 'mapsmith[sedona]'"
+# import name -> the distribution that provides it (the sedona stack's own table: one list of what
+# SedonaDB needs), so the reason names what to install
+SEDONADB_MODULES = mapsmith_sedona.SEDONADB_MODULES
+SEDONADB_FIX = mapsmith_sedona.SEDONADB_FIX
 # SedonaDB is considered from this many features in the larger input. The issue measured raw SedonaDB
 # at 0.85 s against geopandas.sjoin at 1.21 s (1,000,000 points x 10,000 polygons, 2 cores); this engine
 # is not that raw run: it hands GeoPandas' geometries to SedonaDB as WKB (0.7-0.95 s per million points)
@@ -88,15 +89,7 @@ REGISTRATIONS = (
 
 def missing_modules() -> list[str]:
     """The distributions SedonaDB needs that are not installed here (empty: it can run)."""
-    missing = []
-    for module, distribution in SEDONADB_MODULES.items():
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):  # parent package absent, or a broken half-install
-            found = False
-        if not found:
-            missing.append(distribution)
-    return missing
+    return mapsmith_sedona.missing_distributions(SEDONADB_MODULES)
 
 
 def min_features(ctx: RunContext) -> int:

@@ -41,7 +41,7 @@ MIN_JAVA_MAJOR = 17  # Spark 4, which the [spark] extra pins, runs on Java 17 or
 JAVA_PROBE_TIMEOUT_S = 10
 
 
-def _missing(modules: Mapping[str, str]) -> list[str]:
+def missing_distributions(modules: Mapping[str, str]) -> list[str]:
     """The distributions whose module cannot be found; find_spec of a dotted name imports its parent."""
     missing = []
     for module, distribution in modules.items():
@@ -106,7 +106,7 @@ def spark_problem(environ: Mapping[str, str] | None = None) -> str | None:
     """
     from mapsmith_sedona.jars import PYSPARK_REQUIREMENT, SPARK_LINE, find_jars
 
-    missing = _missing(SPARK_MODULES)
+    missing = missing_distributions(SPARK_MODULES)
     if missing:
         return f"Python packages not installed: {', '.join(missing)}"
     java, problem = find_java()
@@ -135,7 +135,7 @@ def spark_problem(environ: Mapping[str, str] | None = None) -> str | None:
 
 def availability() -> Availability:
     try:
-        missing = _missing(SEDONADB_MODULES)
+        missing = missing_distributions(SEDONADB_MODULES)
         sedonadb_problem = f"Python packages not installed: {', '.join(missing)}" if missing else None
         spark = spark_problem()
     except Exception as exc:  # detection must report, never raise
