@@ -1,4 +1,4 @@
-"""Developer and CI sessions. `nox` alone runs what CI runs: lint, typecheck, tests, qgis, spark, then the demo.
+"""Developer and CI sessions. `nox` alone runs what CI runs: lint, typecheck, tests, qgis, spark, browser, demo.
 
 Every session installs MapSmith from this checkout into a fresh virtual environment, so a
 dependency that is not declared in pyproject.toml fails here as it would for a user.
@@ -9,7 +9,7 @@ import shutil
 
 import nox
 
-nox.options.sessions = ["lint", "typecheck", "tests", "qgis", "spark", "demo"]
+nox.options.sessions = ["lint", "typecheck", "tests", "qgis", "spark", "browser", "demo"]
 nox.options.reuse_existing_virtualenvs = False
 PYTHON = "3.11"
 
@@ -19,7 +19,12 @@ def tests(session: nox.Session) -> None:
     """The whole test suite on the core and the opensource stack (stack detection included)."""
     session.install(".[test]")
     # The real-QGIS and Spark tests run in the qgis and spark sessions; here they would only repeat or skip.
-    ignored = ["--ignore-glob=tests/stacks/test_qgis_*.py", "--ignore=tests/stacks/test_spark_sedona.py"]
+    # ... and the map panel's headless-Chromium tests in the browser session.
+    ignored = [
+        "--ignore-glob=tests/stacks/test_qgis_*.py",
+        "--ignore=tests/stacks/test_spark_sedona.py",
+        "--ignore-glob=tests/mapview/test_browser*.py",
+    ]
     session.run("pytest", "-q", *ignored, *session.posargs)
 
 
@@ -69,6 +74,32 @@ def spark(session: nox.Session) -> None:
         "tests/stacks/test_spark_sedona.py",
         *session.posargs,
         env={"MAPSMITH_SPARK_REQUIRED": "1"},
+    )
+
+
+@nox.session(python=PYTHON)
+def browser(session: nox.Session) -> None:
+    """The map panel in a real headless Chromium: the exported page loads, layers and states, a click, a screenshot.
+
+    Chromium comes from the OS (Debian's ``chromium``); when it is missing and the session runs as root
+    on a Debian-family machine (as CI does), it is installed with apt-get; otherwise the session fails
+    and says how. Screenshots are copied to $MAPSMITH_TEST_ARTIFACTS when it is set.
+    """
+    if shutil.which("chromium", path="/usr/bin:/bin") is None:
+        if os.geteuid() == 0 and shutil.which("apt-get"):
+            env = {"DEBIAN_FRONTEND": "noninteractive"}
+            session.run("apt-get", "update", "-q", external=True, env=env)
+            session.run("apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium", external=True, env=env)
+        else:
+            session.error("Chromium is not installed: apt-get install --no-install-recommends chromium (as root)")
+    session.install(".[test,browser]")
+    session.run(
+        "pytest",
+        "-q",
+        "-rs",
+        "tests/mapview/test_browser_map_panel.py",
+        *session.posargs,
+        env={"MAPSMITH_BROWSER_REQUIRED": "1"},
     )
 
 

@@ -11,7 +11,7 @@ decodes correctly, so MapSmith hands it over as it is and no re-encoding is time
 * Whitebox alone: ``wbe.read_raster`` -> ``wbe.terrain.slope(input=..., units="degrees")`` ->
   ``wbe.write_raster`` with the options MapSmith's adapter passes (tiled 256, DEFLATE).
 
-Every run is a fresh process (its ``ru_maxrss`` is its own peak); the sides run interleaved (A, B,
+Every run is a fresh process (its peak RSS, ``common.own_peak_rss_mib``, is its own); the sides run interleaved (A, B,
 A, B ...) so a neighbour's burst of load falls on both alike, and each figure is a median. The
 clock runs around the work only: modules are imported and the ``WbEnvironment`` (and the
 ``MapSmith`` object) built before it starts, as a running server does once. The two outputs must

@@ -13,7 +13,7 @@ buried under I/O (GDAL's GeoPackage writer would take longer than the work itsel
   each writing GeoParquet. Every engine must produce the same rows and matched pairs; target:
   MapSmith within 1.25x of the fastest raw engine.
 
-Every run is a fresh process, so each peak RSS (``ru_maxrss``) is that run's own; the things compared
+Every run is a fresh process, so each peak RSS (``common.own_peak_rss_mib``) is that run's own; the things compared
 run interleaved (A, B, A, B ...) so a neighbour's burst of load falls on all of them alike, and each
 figure is a median. The clock runs around the work only: engine modules are imported, and the
 ``MapSmith`` object or DuckDB connection built, before it starts (those are timed and recorded

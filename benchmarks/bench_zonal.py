@@ -2,7 +2,7 @@
 
 The issue's target: peak memory under 1.5 GB, and at least 10x faster than a naive per-polygon
 ``rasterio.mask`` loop. Three things are measured, each in a fresh process so each peak RSS
-(``ru_maxrss`` of that process, imports included) is its own:
+(``common.own_peak_rss_mib`` of that process, imports included) is its own:
 
 * **MapSmith**: ``MapSmith(environ).run("zonal_statistics", ...)`` with mean, min, max and count,
   GeoParquet zones in and GeoParquet out: checks, engine, output checks, digests, manifest.

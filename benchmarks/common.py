@@ -64,13 +64,29 @@ def code_state() -> dict[str, Any]:
 
 def child_main(children: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]], role: str, spec_json: str) -> int:
     """In a child process: run ``children[role]`` and print its JSON answer with this process's peak RSS."""
-    import resource
-
     out = children[role](json.loads(spec_json))
-    # Linux reports ru_maxrss in KiB: this process's own peak, the imports included.
-    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mib"] = own_peak_rss_mib()
+    out["peak_rss_method"] = "VmHWM" if Path("/proc/self/status").exists() else "ru_maxrss"
     print(json.dumps(out))
     return 0
+
+
+def own_peak_rss_mib() -> float:
+    """This process's peak resident memory since it was exec'd, the imports included.
+
+    Linux's ``VmHWM`` belongs to the address space, which exec replaces, so it is this program's own.
+    ``ru_maxrss`` is not: Linux carries it across fork and exec, so a child started by a parent holding
+    2 GiB reports at least 2 GiB however little it used. It is the fallback where /proc is absent.
+    """
+    import resource
+
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def spawn(script: str | Path, role: str, spec: dict[str, Any]) -> dict[str, Any]:

@@ -177,6 +177,20 @@ DISCOVERY_FIELDS: dict[str, tuple[str, ...]] = {
         "synthetic_met",
     ),
 }
+# ... of results/sedona.json (from bench_sedona.py).
+SEDONA_FIELDS: dict[str, tuple[str, ...]] = {
+    "": ("command", "measured_at", "machine", "code", "parameters", "pair_search", "mapsmith_spatial_join"),
+    "machine": ("nproc", "python", "platform", "mapsmith_version", "engines"),
+    "code": ("commit", "uncommitted_changes"),
+    "parameters": ("features", "polygons", "runs", "how", "predicate"),
+}
+# ... of results/scale.json (from bench_scale.py).
+SCALE_FIELDS: dict[str, tuple[str, ...]] = {
+    "": ("command", "measured_at", "machine", "code", "parameters", "sizes", "not_run"),
+    "machine": ("nproc", "memory_gib", "python", "platform", "mapsmith_version", "engines"),
+    "code": ("commit", "uncommitted_changes"),
+    "parameters": ("polygons", "predicate", "how", "spark_driver_memory", "timeout_seconds"),
+}
 # Each results file the page shows, with the fields it needs.
 FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "startup": STARTUP_FIELDS,
@@ -185,6 +199,9 @@ FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "raster_zonal": RASTER_ZONAL_FIELDS,
     "raster_slope": RASTER_SLOPE_FIELDS,
     "discovery": DISCOVERY_FIELDS,
+    "sedona": SEDONA_FIELDS,
+    "scale": SCALE_FIELDS,
+    "scale_mapsmith": SCALE_FIELDS,
 }
 
 
@@ -318,6 +335,7 @@ def _vector_footer(r: dict[str, Any]) -> list[str]:
     if code["uncommitted_changes"]:
         state += " with uncommitted changes to the measured code"
     return [
+        *_rss_caveat(r),
         f"Machine: {m['nproc']} CPUs, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}; mapsmith "
         f"{m['mapsmith_version']} ({state}); {engines}. Measured {r['date']}; 1-minute load average "
         f"{m['load_average_1min']['before']} before the runs, {m['load_average_1min']['after']} after.",
@@ -512,6 +530,139 @@ def _discovery(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _rss_caveat(r: dict[str, Any]) -> list[str]:
+    """A sentence for results measured before peak memory was read as VmHWM (benchmarks/common.py)."""
+    if "peak_rss_method" in json.dumps(r):
+        return []
+    return [
+        "Peak memory in this section was read as `ru_maxrss`, which Linux carries over from the parent process "
+        "when a child is started: each figure is an upper bound that includes the benchmark driver's own memory "
+        "at that moment. Later runs read `VmHWM`, the child's own peak; rerun the command to replace these.",
+        "",
+    ]
+
+
+def _engines_line(m: dict[str, Any]) -> str:
+    return ", ".join(f"{name} {version}" for name, version in m["engines"].items())
+
+
+def _sedona(r: dict[str, Any]) -> list[str]:
+    p, m, code = r["parameters"], r["machine"], r["code"]
+    levels = (("pair_search", "the pair search only, geometries in memory"), ("mapsmith_spatial_join", "MapSmith"))
+    rows = []
+    for level, label in levels:
+        for engine, e in r[level].items():
+            runs = ", ".join(_s(t) for t in e["runs_seconds"])
+            rows.append(f"| {label} | {engine} | {_s(e['median_seconds'])} | {runs} | {_s(e['warmup_seconds'])} |")
+    return [
+        "## SedonaDB, DuckDB and GeoPandas in one process",
+        "",
+        f"`spatial_join` of {p['features']:,} points with {p['polygons']:,} polygons (predicate {p['predicate']}, "
+        f"how {p['how']}), in one process: the pair search alone, then the whole MapSmith run with each engine "
+        f"forced; {p['runs']} interleaved runs after one warm-up. In-process runs share one heap, so no memory "
+        "is reported here (see the next section).",
+        "",
+        "| level | engine | median (s) | runs (s) | warm-up (s) |",
+        "|---|---|---:|---|---:|",
+        *rows,
+        "",
+        f"Same pairs on every engine: {_yes(r.get('same_pairs'))}; same MapSmith answers: "
+        f"{_yes(r.get('same_answers'))}.",
+        "",
+        f"Machine: {m['nproc']} CPUs, {m['platform']}, Python {m['python']}; {_engines_line(m)}. Commit "
+        f"{code['commit']}{' with uncommitted changes' if code['uncommitted_changes'] else ''}; measured "
+        f"{r['measured_at']}.",
+        "",
+        f"Produced by `{r['command']}`.",
+        "",
+    ]
+
+
+def _gib(mib: float) -> str:
+    return f"{mib / 1024:,.2f}"
+
+
+def _scale_cell(e: dict[str, Any]) -> str:
+    if "median_seconds" not in e:
+        return f"{e.get('outcome', 'not run')} | | | |"
+    note = f" ({e['outcome']} in another run)" if "outcome" in e else ""
+    return (
+        f"{_s(e['median_seconds'])}{note} | {_gib(e['median_peak_rss_mib'])} | {e.get('pairs', 0):,} | "
+        + (f"`{e['pairs_sha256_16']}`" if e.get("pairs_sha256_16") else "")
+        + " |"
+    )
+
+
+def _scale(r: dict[str, Any]) -> list[str]:
+    p, m, code = r["parameters"], r["machine"], r["code"]
+    raw_rows, ms_rows = [], []
+    for size in r["sizes"]:
+        n = f"{size['points']:,}"
+        for engine, e in size["engines"].items():
+            raw_rows.append(f"| {n} | {engine} | {size['runs_per_engine']} | {_scale_cell(e)}")
+        if size["engines"]:
+            raw_rows.append(f"| {n} | *same pairs on every engine* | | {_yes(size.get('same_pairs'))} | | | |")
+        for operation, op in size.get("mapsmith", {}).items():
+            for engine, e in op["engines"].items():
+                if e["outcome"] != "finished":
+                    outcome = e["outcome"][:160].replace("|", "/")
+                    ms_rows.append(f"| {n} | `{operation}` | {engine} | {outcome} | | |")
+                    continue
+                ms_rows.append(
+                    f"| {n} | `{operation}` | {engine} (ran {e['engine_ran']}) | {_s(e['seconds'])} | "
+                    f"{_gib(e['peak_rss_mib'])} | {_yes(op.get('same_answers'))} |"
+                )
+    spark = (
+        f"Spark runs in local mode on this machine's {m['nproc']} CPUs with a {p['spark_driver_memory']} driver "
+        "heap; its session start (a JVM) is not in the time."
+    )
+    lines: list[str] = []
+    if raw_rows:
+        lines += [
+            "## One join at 1, 10 and 30 million points: time and peak memory per engine",
+            "",
+            f"Points joined with {p['polygons']:,} polygons (predicate {p['predicate']}, {p['how']} join), GeoParquet "
+            "in and out, each engine as one would call it without MapSmith, each run a fresh process. Peak memory "
+            "is the process's peak RSS; for Spark, the Python driver's plus the JVM's (two peaks added: an upper "
+            f"bound). {spark} The pairs are counted and digested from each output after the run.",
+            "",
+            "| points | engine | runs | median (s) | peak memory (GiB) | pairs | pairs digest |",
+            "|---:|---|---:|---:|---:|---:|---|",
+            *raw_rows,
+            "",
+        ]
+    if ms_rows:
+        if not raw_rows:
+            lines += [
+                "## The same data through MapSmith's operations",
+                "",
+                f"The same points and {p['polygons']:,} polygons through MapSmith's `spatial_join` (inner) and "
+                "`count_in_polygons`: checks, records and manifest included, one engine forced per run (the "
+                "operation's other engines unregistered; SedonaDB's size threshold set to 0), one run each in a "
+                f"fresh process. Peak memory as above. {spark}",
+                "",
+            ]
+        lines += [
+            "| points | operation | engine | seconds | peak memory (GiB) | same answer on every engine |",
+            "|---:|---|---|---:|---:|---|",
+            *ms_rows,
+            "",
+        ]
+    if r["not_run"]:
+        lines += ["Not run: " + "; ".join(f"{e}: {why}" for e, why in r["not_run"].items()) + ".", ""]
+    lines += [
+        f"Machine: {m['nproc']} CPUs, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}; "
+        f"{_engines_line(m)}. Commit {code['commit']}"
+        f"{' with uncommitted changes' if code['uncommitted_changes'] else ''}; measured {r['measured_at']}; "
+        f"1-minute load average {r.get('load_average_before')} before, {r.get('load_average_after')} after "
+        "(other work shared the machine).",
+        "",
+        f"Produced by `{r['command']}`.",
+        "",
+    ]
+    return lines
+
+
 def render(results: dict[str, dict[str, Any]] | None = None) -> str:
     """The text of ``docs/benchmarks.md`` for ``results`` (default: the committed results files)."""
     results = load_results() if results is None else results
@@ -537,6 +688,12 @@ def render(results: dict[str, dict[str, Any]] | None = None) -> str:
         lines += _raster_slope(results["raster_slope"])
     if "discovery" in results:
         lines += _discovery(results["discovery"])
+    if "sedona" in results:
+        lines += _sedona(results["sedona"])
+    if "scale" in results:
+        lines += _scale(results["scale"])
+    if "scale_mapsmith" in results:
+        lines += _scale(results["scale_mapsmith"])
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -3,7 +3,8 @@
 ``measure(workspace)`` builds small fixtures, runs each case on both stacks through MapSmith (so each
 output has its manifest), and returns what differs: geometry (symmetric difference over area, or the
 Hausdorff distance in metres), feature counts, CRS, geometry types, layer names, and every field with
-its type. ``render(measured)`` writes ``docs/stacks.md`` from it; only deterministic content (no
+its type. ``render(measured)`` writes ``docs/stacks.md`` from it, with an esri section rendered from
+``mapsmith_esri.mapping`` (nothing has run on a real ArcGIS Pro); only deterministic content (no
 timings, no paths), so tests/stacks/test_qgis_dual_stack.py can fail when the page is stale.
 
     python benchmarks/stacks_report.py            # prints the page
@@ -219,8 +220,55 @@ def render(measured: dict[str, Any]) -> str:
         "- Manifests: engine `qgis` with its version, `x-mapsmith:qgis_algorithm` and `x-mapsmith:qgis_parameters` "
         "for the main algorithm, and `x-mapsmith:qgis_steps` for every `qgis_process run` of the operation.",
         "",
+        *render_esri(),
     ]
     return "\n".join(lines)
+
+
+def render_esri() -> list[str]:
+    """The esri section, from the mapping table itself: what is mapped and what has really run."""
+    from mapsmith_esri.mapping import MAPPINGS
+
+    lines = [
+        "## The esri stack (ArcPy through ArcGIS Pro's own Python)",
+        "",
+        "**Nothing on this page, and nothing in the test suite, has run against a real ArcGIS Pro.** "
+        "This machine has no ArcGIS and no Windows. Everything below ran against a *simulated* Pro Python: "
+        "MapSmith's real worker script (`plugins/esri/mapsmith_esri/worker.py`) and the real subprocess "
+        "protocol (UTF-8 JSON request/result files, `MAPSMITH-PROGRESS` lines on stdout, timeouts), with a "
+        "fake `arcpy` package (`tests/stacks/fake_arcgis_pro/`) that computes results with geopandas and "
+        "writes a real File Geodatabase. Its failure messages follow ArcPy's documented format (`ERROR "
+        "000732: ...`, `Failed to execute (Buffer).`) but were written from Esri's error reference, not "
+        "recorded from ArcGIS Pro; the licence levels in the table come from Esri's tool reference pages. "
+        "The qgis comparison above has no esri column for that reason.",
+        "",
+        "Checked against the simulated Pro (`tests/stacks/test_esri_stack.py`): buffer area of a 100 m "
+        "square buffered 10 m, geodesic area of a 100 m UTM square, dissolve by a key, spatial join with a "
+        "clashing field, reprojection to EPSG:4326, interior points (an Advanced tool), clip in a workspace "
+        "folder named `Zürich_数据`, progress forwarding; GP errors "
+        "000732, 000728, 000800 and 000824 with their whole message queues; a licence level too low decided "
+        "before any process starts and reported by the worker; a missing tool; arcpy refusing to start; a "
+        "worker that crashes, writes no result, or hangs. Without Pro, `MAPSMITH_STACK=esri` starts and "
+        "answers every operation `STACK_UNAVAILABLE` with the reason.",
+        "",
+        "| operation | ArcPy tools | licence level | what the mapping does |",
+        "|---|---|---|---|",
+    ]
+    for m in MAPPINGS:
+        tools = " → ".join(f"`{t}`" for t in m.tools)
+        level = m.level + (f" + {', '.join(m.extensions)}" if m.extensions else "") + (" (online)" if m.online else "")
+        lines.append(f"| `{m.operation}` | {tools} | {level} | {m.how} |")
+    lines += [
+        "",
+        "Every other operation is `missing` on the esri stack (`MAPSMITH_FALLBACK_STACK=opensource` allows a "
+        "disclosed substitute, recorded under `x-mapsmith:engine_choice.substitution` with the outcome and "
+        "reason). The licence level is read as metadata from Pro's licensing settings in the registry "
+        "(`AUTHORIZATION_TYPE`, `SOFTWARE_CLASS`); with a Named User licence it is decided by the portal at "
+        "sign-in and reported as not recorded locally, and the worker then asks ArcPy (`ProductInfo`, "
+        "`CheckExtension`) before running a tool.",
+        "",
+    ]
+    return lines
 
 
 def main(argv: list[str]) -> int:

@@ -166,15 +166,21 @@ def _class_codes(trees: list[tuple[str, ast.Module]]) -> tuple[dict[str, str], d
 
 
 def _tables(tree: ast.Module) -> dict[str, list[str]]:
-    """Module-level dicts whose values are all string constants: name -> those values."""
+    """Module-level dicts whose values are all string constants (annotated or not): name -> those values."""
     out = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target: ast.expr = node.targets[0]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target = node.target
+        else:
+            continue
+        if isinstance(target, ast.Name):
             value = node.value
             if isinstance(value, ast.Dict) and value.values:
                 texts = [_literal_text(v) for v in value.values]
                 if all(t is not None for t in texts):
-                    out[node.targets[0].id] = [t for t in texts if t is not None]
+                    out[target.id] = [t for t in texts if t is not None]
     return out
 
 

@@ -112,6 +112,7 @@ PACKAGE = {
         from .errors import InputError, MapSmithError
 
         REASONS = {"a": "REASON_A", "b": "REASON_B"}
+        TYPED: dict[str, str] = {"c": "TYPED_TABLE_CODE"}
 
         def read(path, why, exc):
             if path is None:
@@ -120,6 +121,8 @@ PACKAGE = {
                 raise MapSmithError("x", code=REASONS[why], hint="h")
             if exc:
                 raise InputError("y", code="SIDE_A" if exc else "SIDE_B", hint="h")
+            if path == "typed":
+                raise InputError("z", code=TYPED[why], hint="h")
             raise InputError("bare")
 
         def again():
@@ -174,6 +177,7 @@ def test_scan_rules(package: list[tuple[str, Path]]) -> None:
         "INPUT_MISSING",
         "REASON_A",
         "REASON_B",
+        "TYPED_TABLE_CODE",
         "SIDE_A",
         "SIDE_B",
         "HELPER_DEFAULT",
@@ -186,6 +190,7 @@ def test_scan_rules(package: list[tuple[str, Path]]) -> None:
     assert e["INPUT_MISSING"].hint == errorcodes.VARIES, "two sites, two hints"
     assert e["INPUT_MISSING"].meaning == "No such input.", "a finding table's meaning wins"
     assert e["REASON_A"].hint == "h" and e["REASON_A"].carriers == {"MapSmithError"}
+    assert e["TYPED_TABLE_CODE"].carriers == {"InputError"}, "an annotated table is a table too"
     assert e["HELPER_GIVEN"].carriers == {"InputError"} and e["HELPER_GIVEN"].hint == "do this"
     assert e["HELPER_DEFAULT"].modules == {"fakepkg.helpers"}
     assert e["SOMETHING_ODD"].kinds == {"warning"} and e["SOMETHING_ODD"].hint == "look again"

@@ -311,3 +311,66 @@ def test_missing_fields_follows_nested_sections() -> None:
     fields = {"engines.duckdb": ("threads",)}
     assert render_page.missing_fields({"engines": {}}, fields) == ["engines.duckdb.threads"]
     assert render_page.missing_fields({"engines": {"duckdb": {"threads": 2}}}, fields) == []
+
+
+# -- (g) the scale benchmark and the 1-billion-point plan derived from it -------------------------
+
+
+def _scaling_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mapsmith_scaling_report", REPO / "benchmarks" / "scaling_report.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _scale() -> dict[str, Any]:
+    results = render_page.load_results()
+    assert "scale" in results, "benchmarks/results/scale.json is missing: python benchmarks/bench_scale.py"
+    scale: dict[str, Any] = results["scale"]
+    return scale
+
+
+def test_scale_results_have_every_field_the_page_reads() -> None:
+    assert render_page.missing_fields(_scale(), render_page.FIELDS["scale"]) == []
+
+
+def test_scale_results_are_consistent() -> None:
+    r = _scale()
+    sizes = [s["points"] for s in r["sizes"]]
+    assert sizes == sorted(sizes) and sizes[-1] >= 10_000_000, "measured up to at least 10 million points"
+    for size in r["sizes"]:
+        digests = set()
+        for engine, e in size["engines"].items():
+            finished = [run for run in e["runs"] if run["outcome"] == "finished"]
+            if not finished:
+                assert "outcome" in e and "median_seconds" not in e, f"{engine}: a failure is recorded as such"
+                continue
+            seconds = sorted(run["seconds"] for run in finished)
+            assert seconds[0] <= e["median_seconds"] <= seconds[-1]
+            assert e["median_peak_rss_mib"] > 0
+            digests.add(e["pairs_sha256_16"])
+        # the recorded verdict follows from the recorded digests
+        assert size["same_pairs"] == (len(digests) == 1)
+
+
+def test_scaling_page_is_generated_from_the_committed_results() -> None:
+    scaling = _scaling_module()
+    page = REPO / "docs" / "scaling.md"
+    assert page.read_text(encoding="utf-8") == scaling.render(), (
+        "docs/scaling.md is out of date: python benchmarks/scaling_report.py"
+    )
+
+
+def test_scaling_arithmetic_follows_from_the_results() -> None:
+    """The rate and the memory slope on the page are the results' own figures divided out by hand here."""
+    scaling = _scaling_module()
+    r = _scale()
+    f = scaling.figures(r)
+    largest = r["sizes"][-1]
+    for engine, info in f["engines"].items():
+        e = largest["engines"][engine]
+        if "median_seconds" in e:
+            expected = largest["points"] / (e["median_seconds"] * r["machine"]["nproc"])
+            assert info["points_per_core_second"] == pytest.approx(expected)
+    assert f["bytes_per_point"] == pytest.approx(largest["points_file_bytes"] / largest["points"])

@@ -44,6 +44,8 @@ SERVICE_TOOLS = {
     "execute_plan",
     "get_lineage",
     "replay",
+    "preview_map",
+    "export_map",
 }
 DEDICATED_TOOLS = {
     "run_sql",

@@ -324,3 +324,420 @@ def test_summarize_points_on_spark_matches_hand_statistics_and_geopandas(make_ap
 
     make_app().run("summarize_points_in_polygons", {**args, "output_path": "s_gpd.parquet"})
     _same_frames(out, _read(workspace / "s_gpd.parquet"))
+
+
+# -- nearest_join, dissolve_layer, overlay_layers on Spark -----------------------------------------
+#
+# The vector issue's drawing (tests/vector/test_engine_parity.py), shifted to a local grid in EPSG:32610
+# (x0 = 500,000 E, y0 = 5,000,000 N, scale within 0.04 % of true, so distances are planar metres):
+#
+#   lines  L1 (0,200)-(200,200), L2 x = 400 from y 0 to 400
+#   probes A (50,150): 50 m below L1; B (380,100): 20 m left of L2 (L1's end is 205.9 m);
+#          C (300,250): 100 m from L2, 111.8 m from L1's end (200,200);
+#          T (300,200): 100 m from L1's end and 100 m from L2 -- a tie, which L1 (first in lines) wins;
+#          N: no geometry -- never matched
+#   zones  Z1 0..100 x 0..100 (grp A), Z2 100..200 x 0..100 (grp A), Z3 500..600 x 500..600 (grp B),
+#          Z4 300..400 x 0..50 (grp null)
+#   cutters K 50..150 x 0..100 (half of Z1, half of Z2); K2 200..250 x 0..100 (touches Z2 along x = 200)
+
+GRID_CRS = "EPSG:32610"
+X0, Y0 = 500_000, 5_000_000
+NEW_SPARK_OPERATIONS = ("nearest_join", "dissolve_layer", "overlay_layers")
+GEOMETRY_TOLERANCE = 1e-6
+
+
+def _g(x: float, y: float) -> tuple[float, float]:
+    return X0 + x, Y0 + y
+
+
+def _grid_box(x1: float, y1: float, x2: float, y2: float) -> Any:
+    import shapely
+
+    return shapely.box(*_g(x1, y1), *_g(x2, y2))
+
+
+def _write_grid(ws: Path, path: str, geometries: list[Any], crs: str = GRID_CRS, **columns: list[Any]) -> None:
+    import geopandas as gpd
+
+    gpd.GeoDataFrame(dict(columns), geometry=geometries, crs=crs).to_parquet(ws / path, index=False)
+
+
+def _write_drawing(ws: Path) -> None:
+    import shapely
+
+    _write_grid(
+        ws,
+        "lines.parquet",
+        [shapely.LineString([_g(0, 200), _g(200, 200)]), shapely.LineString([_g(400, 0), _g(400, 400)])],
+        lid=["L1", "L2"],
+        name=["top", "east"],
+    )
+    _write_grid(
+        ws,
+        "probes.parquet",
+        [shapely.Point(_g(*xy)) for xy in [(50, 150), (380, 100), (300, 250), (300, 200)]] + [None],
+        qid=["A", "B", "C", "T", "N"],
+        name=["a", "b", "c", "t", "n"],
+    )
+    _write_grid(
+        ws,
+        "zones.parquet",
+        [_grid_box(0, 0, 100, 100), _grid_box(100, 0, 200, 100), _grid_box(500, 500, 600, 600)]
+        + [_grid_box(300, 0, 400, 50)],
+        zid=["Z1", "Z2", "Z3", "Z4"],
+        grp=["A", "A", "B", None],
+        name=["north", "south", "far", "nul"],
+        v=[1.0, None, 4.0, 8.0],
+        code=[11, 12, 13, 14],
+    )
+    _write_grid(
+        ws,
+        "cutters.parquet",
+        [_grid_box(50, 0, 150, 100), _grid_box(200, 0, 250, 100)],
+        cid=["K", "K2"],
+        name=["k", "k2"],
+    )
+
+
+@pytest.fixture
+def sedona_app(workspace: Path) -> Any:
+    from mapsmith.app import MapSmith
+
+    def make(**env: str) -> Any:
+        environ = {"MAPSMITH_WORKSPACE": str(workspace), "MAPSMITH_STACK": "sedona", **env}
+        app = MapSmith(environ)
+        missing = [op for op in NEW_SPARK_OPERATIONS if not app.host.implementations_for(op, "sedona")]
+        assert not missing, f"the sedona stack does not register {missing}"
+        return app
+
+    return make
+
+
+def _plain(value: Any) -> Any:
+    import pandas as pd
+
+    return None if pd.isna(value) else value
+
+
+def _values(frame: Any, name: str) -> list[Any]:
+    return [_plain(v) for v in frame[name].tolist()]
+
+
+def _close(got: list[Any], want: list[Any], tolerance: float = 1e-9) -> bool:
+    """Equal lists where numbers may differ by ``tolerance`` (relative and absolute) and None is None."""
+    if len(got) != len(want):
+        return False
+    for a, b in zip(got, want, strict=True):
+        if a is None or b is None or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+            if a != b:
+                return False
+        elif abs(a - b) > tolerance * max(1.0, abs(b)):
+            return False
+    return True
+
+
+def _same_rows(spark: Any, geopandas: Any) -> None:
+    """Same columns in the same order, the same values row by row (floats to 1e-9), the same CRS, and
+    geometries of the same type within GEOMETRY_TOLERANCE of each other (Hausdorff distance: JTS and GEOS may
+    start a ring at another vertex)."""
+    import shapely
+
+    assert list(spark.columns) == list(geopandas.columns)
+    assert len(spark) == len(geopandas)
+    assert spark.crs.equals(geopandas.crs)
+    for name in (c for c in geopandas.columns if c != geopandas.geometry.name):
+        got, want = _values(spark, name), _values(geopandas, name)
+        if any(isinstance(v, float) for v in got + want):
+            assert _close(got, want), (name, got, want)
+        else:
+            assert got == want, name
+    a, b = spark.geometry.values, geopandas.geometry.values
+    assert list(shapely.get_type_id(a)) == list(shapely.get_type_id(b))
+    present = ~shapely.is_missing(b)
+    assert list(shapely.is_missing(a)) == list(~present)
+    assert float(shapely.hausdorff_distance(a[present], b[present]).max(initial=0.0)) <= GEOMETRY_TOLERANCE
+
+
+def _same_files(ws: Path, spark: str, geopandas: str) -> None:
+    """_same_rows, and the same Parquet type for every attribute field (pandas reads a 64-bit integer field
+    holding nulls as floats from one file and as Int64 from the other: the files are what is compared)."""
+    import pyarrow.parquet as pq
+
+    _same_rows(_read(ws / spark), _read(ws / geopandas))
+    # pandas 3 writes text as large_string, Spark as string: one logical type, two offset widths.
+    types = [
+        {
+            f.name: str(f.type).replace("large_string", "string")
+            for f in pq.read_schema(ws / name)
+            if f.name != "geometry"
+        }
+        for name in (spark, geopandas)
+    ]
+    assert types[0] == types[1]
+
+
+def _record(ws: Path, name: str) -> dict[str, Any]:
+    return json.loads((ws / f"{name}.provenance.json").read_text("utf-8"))
+
+
+def _spark_engine_recorded(record: dict[str, Any], *inputs: str) -> None:
+    assert record["engine"]["name"] == "apache-sedona"
+    assert record["x-mapsmith:engine_choice"] == {"stack": "sedona", "engine": "apache-sedona-spark"}
+    components = record["engine"]["x-mapsmith:components"]
+    assert components["spark"].startswith("4.0.") and components["spark_master"].startswith("local")
+    assert int(components["partitions"]) >= 1
+    assert set(record["parameters"]["x-mapsmith:spark_job"]["input_partitions"]) == set(inputs)
+
+
+@needs_spark
+def test_nearest_join_on_spark_matches_the_drawing_and_geopandas(
+    sedona_app: Any, make_app: Any, workspace: Path
+) -> None:
+    _write_drawing(workspace)
+    args = {"input_path": "probes.parquet", "join_path": "lines.parquet"}
+    progress: list[float] = []
+    result = sedona_app().run(
+        "nearest_join", {**args, "output_path": "near.parquet"}, progress=lambda f, m: progress.append(f)
+    )
+    out = _read(workspace / "near.parquet")
+    assert list(out.columns) == ["qid", "name", "geometry", "lid", "name_join", "distance_m"]
+    assert _values(out, "lid") == ["L1", "L2", "L2", "L1", None]
+    assert _close(_values(out, "distance_m"), [50.0, 20.0, 100.0, 100.0, None], 1e-9)
+    answer = result.answer
+    assert (answer["input_features_matched"], answer["input_features_unmatched"]) == (4, 1)
+    assert answer["input_features_with_tied_nearest"] == 1  # T
+    assert answer["join_features_used"] == 2
+    assert answer["renamed_fields"] == {"name": "name_join"}
+    assert answer["distance_m"]["min"] == pytest.approx(20.0) and answer["distance_m"]["max"] == pytest.approx(100.0)
+    assert progress[-1] == 1.0 and progress == sorted(progress)
+    record = _record(workspace, "near.parquet")
+    _spark_engine_recorded(record, "input_path", "join_path")
+
+    make_app().run("nearest_join", {**args, "output_path": "near_gpd.parquet"})
+    _same_files(workspace, "near.parquet", "near_gpd.parquet")
+    gpd_record = _record(workspace, "near_gpd.parquet")
+    for key in (
+        "x-mapsmith:join_counts",
+        "x-mapsmith:renamed_fields",
+        "x-mapsmith:tie_rule",
+        "x-mapsmith:distance_method",
+    ):
+        assert record["parameters"][key] == gpd_record["parameters"][key], key
+    assert record["crs_decisions"] == gpd_record["crs_decisions"]
+
+
+@needs_spark
+def test_nearest_join_within_a_maximum_distance_on_spark(sedona_app: Any, make_app: Any, workspace: Path) -> None:
+    # 60 m: A (50 m) and B (20 m) are matched; C and T (100 m) are not, nor is N.
+    _write_drawing(workspace)
+    args = {"input_path": "probes.parquet", "join_path": "lines.parquet", "max_distance_meters": 60}
+    result = sedona_app().run("nearest_join", {**args, "output_path": "near60.parquet"})
+    out = _read(workspace / "near60.parquet")
+    assert _values(out, "lid") == ["L1", "L2", None, None, None]
+    assert _close(_values(out, "distance_m"), [50.0, 20.0, None, None, None], 1e-9)
+    assert result.answer["nearest_beyond_max_distance"] == 0 and result.answer["input_features_unmatched"] == 3
+    make_app().run("nearest_join", {**args, "output_path": "near60_gpd.parquet"})
+    _same_files(workspace, "near60.parquet", "near60_gpd.parquet")
+    assert (
+        _record(workspace, "near60.parquet")["parameters"]["x-mapsmith:join_counts"]
+        == _record(workspace, "near60_gpd.parquet")["parameters"]["x-mapsmith:join_counts"]
+    )
+
+
+@needs_spark
+def test_nearest_join_widens_its_search_round_by_round(
+    sedona_app: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # From 1 m, growing 4x: 1, 4, 16, 64 (A 50 m and B 20 m settle), 256 (C and T, 100 m: 100 + 1e-6 <= 256),
+    # and no sixth round, as every probe with a geometry is then matched.
+    from mapsmith_sedona import spark_ops
+
+    _write_drawing(workspace)
+    monkeypatch.setattr(spark_ops, "_search_radii", lambda ctx, n: (1.0, 565.685))
+    sedona_app().run(
+        "nearest_join", {"input_path": "probes.parquet", "join_path": "lines.parquet", "output_path": "n.parquet"}
+    )
+    out = _read(workspace / "n.parquet")
+    assert _values(out, "lid") == ["L1", "L2", "L2", "L1", None]
+    search = _record(workspace, "n.parquet")["parameters"]["x-mapsmith:spark_job"]["nearest_search"]
+    assert search["distance_join_rounds"] == 5 and search["last_radius_crs_units"] == 256.0
+
+
+@needs_spark
+def test_nearest_join_in_degrees_is_refused_on_spark(sedona_app: Any, workspace: Path) -> None:
+    _write_fixtures(workspace, crs="EPSG:4326", scale=0.1)
+    with pytest.raises(CRSError) as err:
+        sedona_app().run(
+            "nearest_join",
+            {"input_path": "points.parquet", "join_path": "polygons.parquet", "output_path": "n.parquet"},
+        )
+    assert err.value.code == "CRS_NOT_PROJECTED" and "MAPSMITH_STACK=opensource" in err.value.hint
+    assert sorted(p.name for p in workspace.iterdir()) == ["points.parquet", "polygons.parquet"]
+
+
+@needs_spark
+def test_dissolve_on_spark_matches_hand_areas_aggregations_and_geopandas(
+    sedona_app: Any, make_app: Any, workspace: Path
+) -> None:
+    # Groups sorted by grp, the null key last: A = Z1 + Z2 (200 x 100 m), v 1 + null = 1, last name 'south',
+    # 2 zid; B = Z3 (100 x 100 m), v 4, 'far', 1; null = Z4 (100 x 50 m), v 8, 'nul', 1. code is dropped.
+    _write_drawing(workspace)
+    args = {"input_path": "zones.parquet", "by_fields": "grp", "aggregations": "v:sum,name:last,zid:count"}
+    result = sedona_app().run("dissolve_layer", {**args, "output_path": "d.parquet"})
+    out = _read(workspace / "d.parquet")
+    assert list(out.columns) == ["grp", "v", "name", "zid", "geometry"]
+    assert _values(out, "grp") == ["A", "B", None]
+    assert [round(a, 6) for a in out.geometry.area] == [20_000.0, 10_000.0, 5_000.0]
+    assert _values(out, "v") == [1.0, 4.0, 8.0]
+    assert _values(out, "name") == ["south", "far", "nul"]
+    assert _values(out, "zid") == [2, 1, 1]
+    assert result.answer["group_count"] == 3 and result.answer["null_key_features"] == 1
+    assert result.answer["fields_dropped"] == ["code"]
+    assert [g["feature_count"] for g in result.answer["groups"]] == [2, 1, 1]
+    record = _record(workspace, "d.parquet")
+    _spark_engine_recorded(record, "input_path")
+    (exact,) = [c for c in record["verification"] if c["name"] == "feature_count_exact"]
+    assert exact["passed"] is True and "expected 3 features" in exact["detail"]
+
+    make_app().run("dissolve_layer", {**args, "output_path": "d_gpd.parquet"})
+    _same_files(workspace, "d.parquet", "d_gpd.parquet")
+    gpd_record = _record(workspace, "d_gpd.parquet")
+    for key in ("x-mapsmith:fields_dropped", "x-mapsmith:null_key_features"):
+        assert record["parameters"][key] == gpd_record["parameters"][key]
+
+
+@needs_spark
+def test_dissolve_everything_on_spark_with_median_and_min(sedona_app: Any, make_app: Any, workspace: Path) -> None:
+    # One group: Z1 + Z2 + Z3 + Z4 = 20,000 + 10,000 + 5,000 m2; median of v (1, 4, 8; the null skipped) 4;
+    # the least name 'far'; first code 11.
+    _write_drawing(workspace)
+    args = {"input_path": "zones.parquet", "aggregations": "v:median,name:min,code:first"}
+    sedona_app().run("dissolve_layer", {**args, "output_path": "all.parquet"})
+    out = _read(workspace / "all.parquet")
+    assert [round(a, 6) for a in out.geometry.area] == [35_000.0]
+    assert (_values(out, "v"), _values(out, "name"), _values(out, "code")) == ([4.0], ["far"], [11])
+    make_app().run("dissolve_layer", {**args, "output_path": "all_gpd.parquet"})
+    _same_files(workspace, "all.parquet", "all_gpd.parquet")
+
+
+@needs_spark
+def test_dissolve_null_keys_refused_on_spark_as_on_geopandas(sedona_app: Any, make_app: Any, workspace: Path) -> None:
+    _write_drawing(workspace)
+    args = {"input_path": "zones.parquet", "by_fields": "grp", "null_keys": "refuse"}
+    refusals = []
+    for app, out in ((sedona_app(), "r1.parquet"), (make_app(), "r2.parquet")):
+        with pytest.raises(Exception) as err:
+            app.run("dissolve_layer", {**args, "output_path": out})
+        refusals.append((err.value.code, err.value.evidence["by_field"], err.value.evidence["first_rows"]))
+    assert refusals == [("NULL_GROUP_KEY", {"grp": 1}, [3])] * 2
+
+
+OVERLAY_EXPECTED = {
+    # intersection: Z1 x K and Z2 x K, 5,000 m2 each; Z2 x K2 is the line x = 200 (no area: dropped, counted).
+    "intersection": ([("Z1", "K"), ("Z2", "K")], [5_000.0, 5_000.0], 1),
+    # difference: Z1 west half, Z2 east half (K2 takes nothing), Z3 and Z4 whole.
+    "difference": ([("Z1", None), ("Z2", None), ("Z3", None), ("Z4", None)], [5_000.0, 5_000.0, 10_000.0, 5_000.0], 0),
+    # identity: the intersection's pieces, then the difference's.
+    "identity": (
+        [("Z1", "K"), ("Z2", "K"), ("Z1", None), ("Z2", None), ("Z3", None), ("Z4", None)],
+        [5_000.0, 5_000.0, 5_000.0, 5_000.0, 10_000.0, 5_000.0],
+        1,
+    ),
+    # symmetric_difference: the difference's pieces, then overlay_path's: K minus Z1 and Z2 is empty (dropped
+    # by geopandas too); K2 only touches Z2, so it stays whole (50 x 100 m).
+    "symmetric_difference": (
+        [("Z1", None), ("Z2", None), ("Z3", None), ("Z4", None), (None, "K2")],
+        [5_000.0, 5_000.0, 10_000.0, 5_000.0, 5_000.0],
+        0,
+    ),
+    # union: the intersection's pieces, then the symmetric difference's.
+    "union": (
+        [("Z1", "K"), ("Z2", "K"), ("Z1", None), ("Z2", None), ("Z3", None), ("Z4", None), (None, "K2")],
+        [5_000.0, 5_000.0, 5_000.0, 5_000.0, 10_000.0, 5_000.0, 5_000.0],
+        1,
+    ),
+}
+
+
+@needs_spark
+@pytest.mark.parametrize("how", list(OVERLAY_EXPECTED))
+def test_overlay_on_spark_matches_hand_areas_and_geopandas(
+    sedona_app: Any, make_app: Any, workspace: Path, how: str
+) -> None:
+    _write_drawing(workspace)
+    pieces, areas, no_area = OVERLAY_EXPECTED[how]
+    args = {"input_path": "zones.parquet", "overlay_path": "cutters.parquet", "how": how}
+    result = sedona_app().run("overlay_layers", {**args, "output_path": "o.parquet"})
+    out = _read(workspace / "o.parquet")
+    cid = _values(out, "cid") if "cid" in out.columns else [None] * len(out)
+    assert list(zip(_values(out, "zid"), cid, strict=True)) == pieces
+    assert [round(a, 6) for a in out.geometry.area] == areas
+    assert result.answer["pieces_without_area_dropped"] == no_area
+    assert result.answer["lower_dimension_fragments_dropped"] == no_area  # the one line piece
+    if how != "difference":
+        assert result.answer["renamed_fields"] == {"name": ["name_1", "name_2"]}
+    record = _record(workspace, "o.parquet")
+    _spark_engine_recorded(record, "input_path", "overlay_path")
+
+    make_app().run("overlay_layers", {**args, "output_path": "o_gpd.parquet"})
+    _same_files(workspace, "o.parquet", "o_gpd.parquet")
+    gpd_record = _record(workspace, "o_gpd.parquet")
+    for key in ("x-mapsmith:lower_dimension_fragments_dropped", "x-mapsmith:renamed_fields"):
+        assert record["parameters"][key] == gpd_record["parameters"][key]
+    assert record["crs_decisions"]["analysis_crs"] == gpd_record["crs_decisions"]["analysis_crs"]
+
+
+def _write_scatter(ws: Path) -> None:
+    """A seeded scatter on the grid, too big to draw: 400 points on whole metres (so exact ties occur),
+    60 overlapping squares in 5 groups, 30 short lines; for comparing with GeoPandas row by row."""
+    import numpy as np
+    import shapely
+
+    rng = np.random.default_rng(8)
+    xy = rng.integers(0, 2_000, size=(400, 2))
+    _write_grid(ws, "scatter_points.parquet", [shapely.Point(_g(x, y)) for x, y in xy], pid=list(range(400)))
+    corners = rng.integers(0, 1_900, size=(60, 2))
+    sides = rng.integers(20, 300, size=60)
+    _write_grid(
+        ws,
+        "scatter_squares.parquet",
+        [_grid_box(x, y, x + s, y + s) for (x, y), s in zip(corners, sides, strict=True)],
+        sid=list(range(60)),
+        grp=[f"g{i % 5}" for i in range(60)],
+        area_m2=[float(s) ** 2 for s in sides],
+    )
+    starts = rng.integers(0, 2_000, size=(30, 2))
+    ends = starts + rng.integers(-100, 100, size=(30, 2))
+    _write_grid(
+        ws,
+        "scatter_lines.parquet",
+        [shapely.LineString([_g(*a), _g(*b)]) for a, b in zip(starts, ends, strict=True)],
+        lid=list(range(30)),
+    )
+
+
+@needs_spark
+def test_spark_engines_give_the_geopandas_rows_on_a_seeded_scatter(
+    sedona_app: Any, make_app: Any, workspace: Path
+) -> None:
+    _write_scatter(workspace)
+    spark, reference = sedona_app(), make_app()
+    runs = [
+        ("nearest_join", {"input_path": "scatter_points.parquet", "join_path": "scatter_lines.parquet"}),
+        ("nearest_join", {"input_path": "scatter_lines.parquet", "join_path": "scatter_squares.parquet"}),
+        (
+            "dissolve_layer",
+            {"input_path": "scatter_squares.parquet", "by_fields": "grp", "aggregations": "area_m2:sum"},
+        ),
+        (
+            "overlay_layers",
+            {"input_path": "scatter_squares.parquet", "overlay_path": "scatter_squares.parquet", "how": "union"},
+        ),
+    ]
+    for n, (operation, args) in enumerate(runs):
+        spark.run(operation, {**args, "output_path": f"s{n}.parquet"})
+        reference.run(operation, {**args, "output_path": f"s{n}_gpd.parquet"})
+        _same_files(workspace, f"s{n}.parquet", f"s{n}_gpd.parquet")
+    # A line lying inside overlapping squares is 0 m from each of them: a tie, which the lowest sid wins.
+    counts = [_record(workspace, f"s1{e}.parquet")["parameters"]["x-mapsmith:join_counts"] for e in ("", "_gpd")]
+    assert counts[0] == counts[1] and counts[0]["input_features_with_tied_nearest"] > 0

@@ -464,9 +464,10 @@ def test_esri_env_var_naming_a_directory_is_unavailable(tmp_path: Path, monkeypa
 def simulate_windows(
     monkeypatch: pytest.MonkeyPatch, registry: Callable[[], tuple[dict[str, str], str | None]]
 ) -> None:
-    """The Windows branch on any OS: only the registry read itself is replaced."""
+    """The Windows branch on any OS: only the registry reads themselves are replaced (no licensing key)."""
     monkeypatch.setattr(mapsmith_esri, "on_windows", lambda: True)
     monkeypatch.setattr(mapsmith_esri, "read_pro_registry", registry)
+    monkeypatch.setattr(mapsmith_esri, "read_registry_values", lambda hive, key, names: ({}, f"no {hive}\\{key}"))
 
 
 def test_esri_on_windows_derives_pros_python_from_the_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -568,11 +569,16 @@ def test_the_three_stacks_register_through_the_plugin_host_with_only_mapped_oper
         assert spec.licence and spec.summary
         assert spec.dataset_io is None
     # MAPSMITH_QGIS_ALGORITHMS=0 in tests: only the MapSmith operations the qgis and sedona stacks map are registered
+    from mapsmith_esri.mapping import MAPPINGS as ESRI_MAPPINGS
     from mapsmith_qgis.mapping import MAPPINGS
 
     registered = {(i.stack, i.operation) for impls in host.implementations.values() for i in impls}
     sedona = {("sedona", op) for op in ("spatial_join", "count_in_polygons", "summarize_points_in_polygons")}
-    assert registered == {("qgis", m.operation) for m in MAPPINGS} | sedona
+    sedona |= {("sedona", op) for op in ("nearest_join", "dissolve_layer", "overlay_layers")}
+    esri = {("esri", op) for op in ("buffer_layer", "clip_layer", "dissolve_layer", "reproject_layer")}
+    esri |= {("esri", op) for op in ("measure_area", "spatial_join", "point_on_surface")}
+    assert {("esri", m.operation) for m in ESRI_MAPPINGS} == esri
+    assert registered == {("qgis", m.operation) for m in MAPPINGS} | sedona | esri
 
 
 def test_importing_the_plugins_imports_no_engine() -> None:
@@ -583,3 +589,21 @@ def test_importing_the_plugins_imports_no_engine() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("value", ["lots", "0g", "4 g", "-1g", "4gb"])
+def test_a_bad_spark_driver_memory_is_refused_before_spark_starts(value: str) -> None:
+    from mapsmith.errors import MapSmithError
+    from mapsmith_sedona import spark_session
+
+    with pytest.raises(MapSmithError) as caught:
+        spark_session._start("local[1]", {"MAPSMITH_SPARK_DRIVER_MEMORY": value})
+    assert caught.value.code == "SPARK_DRIVER_MEMORY_INVALID"
+    assert caught.value.evidence["value"] == value.strip()
+
+
+@pytest.mark.parametrize(("value", "expected"), [("", None), ("8g", "8g"), ("16384m", "16384m"), (" 2G ", "2G")])
+def test_spark_driver_memory_setting(value: str, expected: str | None) -> None:
+    from mapsmith_sedona import spark_session
+
+    assert spark_session.driver_memory_of({"MAPSMITH_SPARK_DRIVER_MEMORY": value}) == expected

@@ -41,6 +41,7 @@ PLACES: dict[str, str] = {
     "crs_decisions key": "a key of `crs_decisions`",
     "repairs key": "a key of a `repairs[]` entry",
     "input environment key": "a key of `inputs[].environment`",
+    "output key": "a key of `output`",
 }
 
 VOCABULARY: dict[str, Extension] = {
@@ -62,6 +63,15 @@ VOCABULARY: dict[str, Extension] = {
     "x-mapsmith:intended_output": Extension(
         "record key",
         "In a failure record only: the `output_path` the run was asked to write, as the caller gave it.",
+    ),
+    "x-mapsmith:map_layers": Extension(
+        "record key",
+        "`export_map` only: per layer of the exported page, its path, kind, provenance state and the sentence "
+        "saying what the preview dropped (features capped, geometry simplified, raster resampled).",
+    ),
+    "x-mapsmith:media_type": Extension(
+        "output key",
+        "The media type of an output that is not geodata (`text/html` for `export_map`), whose `crs` is null.",
     ),
     # -- parameters keys
     "x-mapsmith:engine_seconds": Extension(
@@ -91,6 +101,26 @@ VOCABULARY: dict[str, Extension] = {
         "MapSmith operations run with `MAPSMITH_STACK=qgis`: every `qgis_process run` the operation made, in "
         "order, as `{algorithm, parameters}`; parameters as in `x-mapsmith:qgis_parameters`, scratch files as "
         "`(scratch)/<name>`.",
+    ),
+    "x-mapsmith:esri_tool": Extension(
+        "parameters key",
+        "Operations run with `MAPSMITH_STACK=esri`: the ArcPy tool that did the operation's main work "
+        "(for example `analysis.Buffer`).",
+    ),
+    "x-mapsmith:esri_steps": Extension(
+        "parameters key",
+        "Operations run with `MAPSMITH_STACK=esri`: every ArcPy tool call of the run, in order, with its exact "
+        "keyword parameters; datasets as the caller gave them, scratch outputs as `(scratch)/<name>`, coordinate "
+        "systems as `WKID n` or WKT.",
+    ),
+    "x-mapsmith:esri_fields_dropped": Extension(
+        "parameters key",
+        "Fields the ArcPy tool or the file geodatabase added (`BUFF_DIST`, `ORIG_FID`, `Join_Count`, "
+        "`Shape_Area`, ...) that the contract does not write, removed before the output was written.",
+    ),
+    "x-mapsmith:esri_fields_renamed": Extension(
+        "parameters key",
+        "Join fields ArcGIS suffixed `_1` on a name clash, renamed to the contract's `_join` suffix (old -> new).",
     ),
     "x-mapsmith:spark_job": Extension(
         "parameters key",
@@ -437,6 +467,19 @@ VOCABULARY: dict[str, Extension] = {
         "crs_decisions key",
         "Raster inputs, by argument: whether values describe cells (`AREA_OR_POINT=Area`) or samples at points "
         "(`Point`), and that positions come from GDAL's geotransform without a second half-cell shift.",
+    ),
+    "x-mapsmith:map_library_intact": Extension(
+        "check name",
+        "`export_map`: the map library inlined in the page is byte for byte the pinned release (sha256 per file).",
+    ),
+    "x-mapsmith:no_remote_resources": Extension(
+        "check name",
+        "`export_map`: the page loads no script, style, font or image from another origin (background tiles "
+        "aside, which are optional and said).",
+    ),
+    "x-mapsmith:layers_rendered": Extension(
+        "check name",
+        "`export_map`: every input dataset became a layer of the page.",
     ),
     # -- engine keys
     "x-mapsmith:components": Extension(

@@ -14,15 +14,28 @@ from typing import Any
 
 import anyio
 from mcp.server.lowlevel import Server
-from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool, ToolAnnotations
+from mcp.types import (
+    CallToolResult,
+    ListResourcesResult,
+    ListToolsResult,
+    ReadResourceResult,
+    Resource,
+    TextContent,
+    TextResourceContents,
+    Tool,
+    ToolAnnotations,
+)
 
 from mapsmith import __version__
 from mapsmith.app import MapSmith
 from mapsmith.contracts import contracts_root
-from mapsmith.errors import ArgumentError, MapSmithError
+from mapsmith.errors import ArgumentError, InputError, MapSmithError
+from mapsmith.mapview import UI_MIME_TYPE, UI_RESOURCE_META, UI_RESOURCE_URI
 from mapsmith.server.models import (
     DiscoveryReply,
     LineageReply,
+    MapExportReply,
+    MapPreviewReply,
     OperationReply,
     PlanExecutionReply,
     PlanExplanationReply,
@@ -145,6 +158,51 @@ _GET_PROVENANCE_SCHEMA = {
     "required": ["path"],
     "additionalProperties": False,
 }
+_MAP_OPTIONS: dict[str, Any] = {
+    "max_features_per_layer": {
+        "type": "integer",
+        "minimum": 1,
+        "default": 2000,
+        "description": "At most this many features per vector layer are drawn (the first ones in file order).",
+    },
+    "simplify_meters": {
+        "type": "number",
+        "minimum": 0,
+        "description": "Simplification tolerance for drawing, in metres; 0 draws geometries as they are; "
+        "left out, one thousandth of the layer's extent.",
+    },
+    "background": {
+        "type": "string",
+        "enum": ["osm", "none"],
+        "default": "osm",
+        "description": "'osm': OpenStreetMap tiles behind the layers (the page's only outbound request); "
+        "'none': a plain background and no request at all.",
+    },
+}
+_MAP_PATHS = {
+    "type": "array",
+    "items": {"type": "string"},
+    "minItems": 1,
+    "maxItems": 20,
+    "description": "Datasets to show (vector or raster), drawn in this order (later on top).",
+}
+_PREVIEW_MAP_SCHEMA = {
+    "type": "object",
+    "properties": {"paths": _MAP_PATHS, **_MAP_OPTIONS},
+    "required": ["paths"],
+    "additionalProperties": False,
+}
+_EXPORT_MAP_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "paths": _MAP_PATHS,
+        "output_path": {"type": "string", "description": "The .html file to write, inside the workspace."},
+        "overwrite": {"type": "boolean", "default": False, "description": "Replace output_path and its manifest."},
+        **_MAP_OPTIONS,
+    },
+    "required": ["paths", "output_path"],
+    "additionalProperties": False,
+}
 _EMPTY_SCHEMA = {"type": "object", "properties": {}, "additionalProperties": False}
 _PLAN_SCHEMA = {
     "type": "object",
@@ -187,6 +245,8 @@ REPLY_MODELS: dict[str, type[_Reply]] = {
     "execute_plan": PlanExecutionReply,
     "get_lineage": LineageReply,
     "replay": ReplayReply,
+    "preview_map": MapPreviewReply,
+    "export_map": MapExportReply,
     **{name: OperationReply for name in DEDICATED_OPERATIONS},
 }
 
@@ -266,6 +326,23 @@ def build_server(app: MapSmith) -> Server[Any]:
                 "digests, or the first step that differs and by how much.",
                 input_schema=_PATH_SCHEMA,
                 annotations=read_only,
+            ),
+            Tool(
+                name="preview_map",
+                description="Show datasets on an interactive map in the chat (an MCP Apps panel; other clients get "
+                "the same data): each layer with its provenance state (verified / verification failed / not "
+                "verifiable), operation and engine. A lossy preview, and it says how: vectors capped, simplified "
+                "and shown in EPSG:4326, rasters as a coloured PNG with a legend.",
+                input_schema=_PREVIEW_MAP_SCHEMA,
+                annotations=read_only,
+                _meta={"ui": {"resourceUri": UI_RESOURCE_URI}},
+            ),
+            Tool(
+                name="export_map",
+                description="Write the preview_map panel as one standalone HTML file in the workspace (map library "
+                "and data inlined, no CDN) with a provenance manifest naming its inputs by digest.",
+                input_schema=_EXPORT_MAP_SCHEMA,
+                annotations=writes,
             ),
         ]
         for name in DEDICATED_OPERATIONS:
@@ -376,7 +453,27 @@ def build_server(app: MapSmith) -> Server[Any]:
         path = path_argument(args, "replay")
         return await anyio.to_thread.run_sync(lambda: app.replay(path))
 
+    def map_arguments(args: dict[str, Any]) -> dict[str, Any]:
+        return {k: args[k] for k in ("max_features_per_layer", "simplify_meters", "background") if k in args}
+
+    async def preview_map(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        from mapsmith import mapview
+
+        paths = args.get("paths")
+        return await anyio.to_thread.run_sync(lambda: mapview.preview_map(app, paths, **map_arguments(args)))
+
+    async def export_map(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        from mapsmith import mapview
+
+        paths, output = args.get("paths"), args.get("output_path")
+        overwrite = bool(args.get("overwrite", False))
+        return await anyio.to_thread.run_sync(
+            lambda: mapview.export_map(app, paths, output, overwrite, **map_arguments(args))
+        )
+
     handlers.update(
+        preview_map=preview_map,
+        export_map=export_map,
         server_info=server_info,
         list_operations=list_operations,
         run_operation=run_operation,
@@ -420,12 +517,45 @@ def build_server(app: MapSmith) -> Server[Any]:
         REPLY_MODELS[params.name].model_validate(data)  # never send a shape the output schema does not allow
         return _ok(data)
 
+    async def on_list_resources(ctx: Any, params: Any) -> ListResourcesResult:
+        return ListResourcesResult(
+            resources=[
+                Resource(
+                    uri=UI_RESOURCE_URI,
+                    name="mapsmith_map_panel",
+                    title="MapSmith map panel",
+                    description="The interactive map preview_map renders its result in (MCP Apps).",
+                    mime_type=UI_MIME_TYPE,
+                    _meta=UI_RESOURCE_META,
+                )
+            ]
+        )
+
+    async def on_read_resource(ctx: Any, params: Any) -> ReadResourceResult:
+        if str(params.uri) != UI_RESOURCE_URI:
+            raise InputError(
+                f"no resource {params.uri}",
+                code="UNKNOWN_RESOURCE",
+                evidence={"uri": str(params.uri)},
+                hint=f"resources/list names the one resource: {UI_RESOURCE_URI}",
+            )
+        from mapsmith.mapview import panel_html
+
+        html = await anyio.to_thread.run_sync(panel_html)
+        return ReadResourceResult(
+            contents=[
+                TextResourceContents(uri=UI_RESOURCE_URI, mime_type=UI_MIME_TYPE, text=html, _meta=UI_RESOURCE_META)
+            ]
+        )
+
     return Server(
         "mapsmith",
         version=__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
+        on_list_resources=on_list_resources,
+        on_read_resource=on_read_resource,
     )
 
 

@@ -160,3 +160,51 @@ class LineageReply(_Reply):
 
 class ReplayReply(_Reply):
     identical: bool
+
+
+class MapProvenanceReply(_Reply):
+    state: Literal["verified", "verification_failed", "not_verifiable"]
+    state_label: str
+    reason: str
+    operation: str | None
+    engine: dict[str, Any] | None
+    manifest_path: str | None
+    critical_checks: int
+    critical_passed: int
+    failed_checks: list[dict[str, Any]]
+    sha256: str
+
+
+class MapLayerReply(_Reply):
+    name: str
+    path: str
+    kind: Literal["vector", "raster"]
+    bounds: list[float] | None
+    lossy: str
+    provenance: MapProvenanceReply
+    vector: dict[str, Any] | None = None
+    raster: dict[str, Any] | None = None
+
+
+class MapPreviewReply(_Reply):
+    """preview_map: the panel's data, also for clients without MCP Apps (layers, states, bounds, the preview)."""
+
+    layers: list[MapLayerReply]
+    bounds: list[float] | None
+    display_crs: str
+    states: dict[str, int]
+    background: dict[str, Any]
+    ui_resource: str
+    notes: list[str]
+
+
+class MapExportReply(_Reply):
+    operation: Literal["export_map"]
+    status: Literal["ok"]
+    output_path: str
+    manifest_path: str
+    bytes: int
+    checks: list[CheckReply]
+    layers: list[dict[str, Any]]
+    states: dict[str, int]
+    notes: list[str]

@@ -1,10 +1,18 @@
 """SedonaDB engines for the point-heavy joins: spatial_join, count_in_polygons, summarize_points_in_polygons.
 
-SedonaDB (Apache Sedona's single-machine engine, ``pip install 'mapsmith[sedona]'``) finds the
-matching (row, row) pairs with its spatial join; everything before and after the pairs -- reading,
-validity checks, CRS alignment and its record, distances in metres, renaming, null handling, row
-order, counts and writing -- is the GeoPandas engine's own code in join_ops, called here, so the two
-engines cannot drift apart in anything but the pair search (tests/vector/test_engine_parity.py).
+SedonaDB (Apache Sedona's single-machine engine, ``pip install 'mapsmith[sedona]'``) runs them on
+one of two paths, named in the manifest's notes:
+
+- direct (count_in_polygons and summarize_points_in_polygons with points_path in GeoParquet): SedonaDB
+  reads points_path itself, counts its null, empty and invalid geometries and finds the (polygon,
+  point) pairs, so the points never become a GeoDataFrame -- only the pairs (and a field's value per
+  pair) come back, as Arrow. The polygons are read, checked and written by the GeoPandas engine's code;
+  the statistics are computed from the pairs with the same arithmetic as join_ops.
+- WKB (everything else, spatial_join always): the GeoPandas engine's code in join_ops reads, checks,
+  aligns, measures, renames, orders, counts and writes; SedonaDB only finds the matching pairs of
+  geometries handed to it as WKB.
+
+Either way the results equal the GeoPandas engine's (tests/vector/test_engine_parity.py).
 
 The router tries SedonaDB before DuckDB and GeoPandas (preference 40 > 30 > 20), and this module's
 ``sedonadb_eligible`` passes it over -- with the reason, which the manifest's
@@ -16,20 +24,25 @@ find "sedonadb is not installed" in the manifest.
 
 It must never import sedonadb when imported (start-up stays fast and sedonadb is optional).
 nearest_join, dissolve_layer and overlay_layers have no SedonaDB engine yet: their tie rules and
-geodesic measures are GEOS/pyproj code the pair-search pattern does not cover.
+geodesic measures are GEOS/pyproj code the pair-search pattern does not cover (Sedona's ST_KNN, for
+one, measures from centroids where a geometry is not a point, which nearest_join does not).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import mapsmith_sedona
-from mapsmith_opensource import join_ops
-from mapsmith_opensource.common import engine_versions
+from mapsmith_opensource import io, join_ops
+from mapsmith_opensource.common import engine_versions, read_input, record_input_validity, require_valid
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    import geopandas as gpd
     import numpy as np
 
     from mapsmith.runner import RunContext
@@ -41,13 +54,17 @@ SEDONADB_PREFERENCE = 40  # above DuckDB (join_ops.DUCKDB_PREFERENCE, 30) and Ge
 SEDONADB_MODULES = mapsmith_sedona.SEDONADB_MODULES
 SEDONADB_FIX = mapsmith_sedona.SEDONADB_FIX
 # SedonaDB is considered from this many features in the larger input. The issue measured raw SedonaDB
-# at 0.85 s against geopandas.sjoin at 1.21 s (1,000,000 points x 10,000 polygons, 2 cores); this engine
-# is not that raw run: it hands GeoPandas' geometries to SedonaDB as WKB (0.7-0.95 s per million points)
-# and GeoPandas code does the rest. benchmarks/bench_sedona.py, same data, in-process, medians of 3 on 2
-# shared cores (load average 4-14): pair search SedonaDB 2.95 s against shapely's STRtree 1.69 s; whole
-# MapSmith spatial_join SedonaDB 8.38 s, GeoPandas 7.85 s, DuckDB 9.31 s; at 3,000,000 points the pair
-# search took 9.2 s against 6.0 s. No size measured here is faster on SedonaDB, so the threshold lies
-# above every size measured, at the issue's next scale point, where it must be measured (not yet done).
+# at 0.85 s against geopandas.sjoin at 1.21 s (1,000,000 points x 10,000 polygons, 2 cores). On the WKB
+# path (spatial_join; points not in GeoParquet) this engine hands GeoPandas' geometries to SedonaDB
+# (0.7-0.95 s per million points) and GeoPandas code does the rest: benchmarks/bench_sedona.py measured
+# it slower than GeoPandas at 1M and 3M points (whole spatial_join 8.38 s against 7.85 s at 1M).
+# The direct path (count_in_polygons and summarize_points_in_polygons, points in GeoParquet) was
+# measured with /usr/bin/time -v, one fresh process per run, bench_vector's seeded data (10,000 zones),
+# peak RSS GeoPandas / WKB / direct: count 1M 638 / 682 / 508 MB, 3M 1,493 / 1,410 / 800 MB; summarize
+# 1M 685 / 687 / 563 MB, 3M 1,501 / 1,420 / 973 MB; CPU seconds (user+sys; wall clocks were swamped by
+# a load of 7-15 on the 2 shared cores) count 3M 11.7 / 14.3 / 11.4, summarize 3M 11.8 / 13.1 / 11.2.
+# The threshold stays at the issue's next scale point until it is measured there: one value serves all
+# three operations, and spatial_join is still on the WKB path.
 SEDONADB_MIN_FEATURES = 10_000_000
 MIN_FEATURES_ENV = "MAPSMITH_SEDONADB_MIN_FEATURES"  # overrides the threshold (tests set it to 0)
 # join_ops' predicate names (the GeoPandas engine's) -> the SQL functions SedonaDB shares with DuckDB
@@ -151,8 +168,7 @@ def _record_choice(ctx: RunContext, keys: tuple[str, str]) -> None:
     ctx.notes.append(
         f"engine: SedonaDB ran because it is installed, both inputs are in {first.crs_label}, and the larger input "
         f"has {rows:,} features, at least the {min_features(ctx):,} from which it is preferred to DuckDB and "
-        f"GeoPandas ({MIN_FEATURES_ENV} overrides); SedonaDB found the matching pairs and the GeoPandas engine's "
-        "code did everything else"
+        f"GeoPandas ({MIN_FEATURES_ENV} overrides)"
     )
 
 
@@ -246,16 +262,276 @@ def spatial_join_sedonadb(ctx: RunContext) -> None:
     """spatial_join with SedonaDB's join: join_ops prepares (reads, checks, aligns, goes metric for
     within_distance) and finishes (geodesic filter, order, how='left' rows, renaming, counts, writing)."""
     _set_engine(ctx, ("input_path", "join_path"))
+    ctx.notes.append(
+        f"{WKB_PATH_NOTE}; spatial_join has no direct path yet (SedonaDB would have to write the joined rows in "
+        "input order with the GeoPandas engine's field types, which is not built)"
+    )
     prep = join_ops._prepare_spatial_join(ctx)
     left, right = sedonadb_pairs(prep.left_geoms, prep.join_geoms, prep.predicate, prep.search_units)
     join_ops._finish_spatial_join(ctx, prep, left, right)
 
 
+# -- count_in_polygons / summarize_points_in_polygons, points read by SedonaDB ------------------
+
+WKB_PATH_NOTE = (
+    "engine path: WKB -- the GeoPandas engine's code read, checked and wrote both layers and SedonaDB found the "
+    "matching pairs of the geometries handed to it as WKB"
+)
+DIRECT_PATH_NOTE = (
+    "engine path: direct -- SedonaDB read points_path itself (GeoParquet), counted its null, empty and invalid "
+    "geometries and found the (polygon, point) pairs; only the pairs{values} came back, so the points never "
+    "became a GeoDataFrame; the polygons were read, checked and written by the GeoPandas engine's code"
+)
+
+
+def _points_file_problem(ctx: RunContext, value_field: str | None) -> str | None:
+    """Why SedonaDB cannot read points_path itself and give the GeoPandas engine's answer (None: it can)."""
+    import json
+
+    import pyarrow.parquet as pq
+    import pyarrow.types as t
+
+    path = ctx.paths["points_path"]
+    if not io.is_parquet(path):
+        return f"points_path is {ctx.inputs['points_path'].driver}, not GeoParquet, which SedonaDB reads directly"
+    schema = pq.read_schema(path)
+    meta = schema.metadata or {}
+    geo = json.loads(meta.get(b"geo") or b"{}")
+    columns = geo.get("columns", {})
+    if len(columns) != 1:
+        return f"points_path has {len(columns)} geometry columns; the direct path reads layers with one"
+    primary = str(geo.get("primary_column", ""))
+    if columns.get(primary, {}).get("encoding") != "WKB":
+        return f"points_path stores its geometries as {columns.get(primary, {}).get('encoding')!r}, not WKB"
+    if value_field is None:
+        return None
+    index = {str(i) for i in json.loads(meta.get(b"pandas") or b"{}").get("index_columns", []) if isinstance(i, str)}
+    where = schema.get_field_index(value_field)
+    if where < 0 or value_field == primary or value_field in index:
+        return f"points_path has no field {value_field!r} (the GeoPandas engine's code gives the refusal)"
+    kind = schema.field(where).type
+    if not (t.is_integer(kind) or t.is_floating(kind)):
+        return f"field {value_field!r} is {kind}, not integers or floats (the GeoPandas engine's code decides)"
+    return None
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass
+class _PointScan:
+    rows: int
+    missing: int  # null or empty geometries
+    invalid: int
+    null_values: int  # points whose value is null (or NaN): as pandas' isna counts them
+
+
+@dataclass
+class _DirectFound:
+    polygons: gpd.GeoDataFrame
+    polygon_rows: np.ndarray  # one entry per (polygon, point) pair
+    values: np.ndarray | None  # the value of each pair's point (NaN: none)
+    scan: _PointScan
+    counts: dict[str, int]
+
+
+def _first_invalid_points(path: Path, geometry: str) -> list[tuple[int, str]]:
+    """The first invalid points with GEOS's reason, by file position (read only when some are invalid)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    import shapely
+
+    found: list[tuple[int, str]] = []
+    offset = 0
+    for batch in pq.ParquetFile(path).iter_batches(columns=[geometry], batch_size=65_536):
+        geoms = shapely.from_wkb(batch.column(0).to_numpy(zero_copy_only=False))
+        bad = ~(shapely.is_missing(geoms) | shapely.is_empty(geoms)) & ~shapely.is_valid(geoms)
+        for i in np.flatnonzero(bad):
+            found.append((offset + int(i), str(shapely.is_valid_reason(geoms[i]))))
+            if len(found) == join_ops.INVALID_REASONS_READ:
+                return found
+        offset += batch.num_rows
+    return found
+
+
+def _direct_points_in_polygons(ctx: RunContext, new_fields: list[str], value_field: str | None) -> _DirectFound:
+    """join_ops._points_in_polygons with points_path read, checked and matched inside SedonaDB."""
+    import json
+    import uuid
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    polygons = read_input(ctx)
+    path = ctx.paths["points_path"]
+    geometry = json.loads(pq.read_schema(path).metadata[b"geo"])["primary_column"]
+    sd = _connection()
+    suffix = uuid.uuid4().hex
+    points, zones = f"mapsmith_points_{suffix}", f"mapsmith_polygons_{suffix}"
+    g = _quote(geometry)
+    value = (
+        f"CASE WHEN isnan(CAST({_quote(value_field)} AS DOUBLE)) THEN NULL ELSE CAST({_quote(value_field)} AS DOUBLE) "
+        "END"
+        if value_field is not None
+        else "NULL"
+    )
+    try:
+        sd.read_parquet(str(path)).to_view(points)
+        rows, missing, invalid, nulls = (
+            sd.sql(
+                f"SELECT count(*), count(*) FILTER (WHERE {g} IS NULL OR ST_IsEmpty({g})), "
+                f"count(*) FILTER (WHERE NOT ST_IsValid({g})), "
+                f"count(*) FILTER (WHERE ({value}) IS NULL) FROM {points}"
+            )
+            .to_pandas()
+            .iloc[0]
+        )
+        scan = _PointScan(int(rows), int(missing), int(invalid), int(nulls) if value_field is not None else 0)
+        record_input_validity(
+            ctx,
+            "points_path",
+            rows=scan.rows,
+            invalid_count=scan.invalid,
+            missing_count=scan.missing,
+            invalid=_first_invalid_points(path, geometry) if scan.invalid else [],
+        )
+        join_ops._refuse_existing(ctx, polygons, new_fields)
+        require_valid(ctx, polygons, "input_path", join_ops.UNDEFINED_ON_INVALID)
+        join_ops._record_topological(ctx, polygons.crs, "points_path", "points were tested against polygons")
+        # Both layers' CRS are equal (eligibility); SedonaDB compares CRS by name, so both sides go without one.
+        # The point ids number the points only to tell them apart (a point in several polygons), not by position.
+        if len(polygons) == 0 or scan.rows == 0:  # nothing to match (and SedonaDB cannot type an empty WKB column)
+            found = None
+        else:
+            sd.create_data_frame(_table(polygons.geometry.values)).to_view(zones)
+            found = sd.sql(
+                f"SELECT t.n AS i, p.id AS j, p.v AS v FROM {zones} AS t JOIN (SELECT row_number() OVER () - 1 AS id, "
+                f"ST_SetSRID({g}, 0) AS g, {value} AS v FROM {points}) AS p ON ST_Intersects(t.g, p.g)"
+            ).to_arrow_table()
+    finally:
+        for name in (points, zones):
+            try:
+                sd.drop_view(name)
+            except Exception:  # never registered (the failure above is the one to report)
+                pass
+    # copy=False: at 10M points every copy of the pairs is tens of megabytes
+    poly_rows = point_ids = np.zeros(0, dtype=np.int64)
+    values = np.zeros(0) if value_field is not None else None
+    if found is not None:
+        poly_rows = found.column("i").to_numpy().astype(np.int64, copy=False)
+        point_ids = found.column("j").to_numpy().astype(np.int64, copy=False)
+        values = (
+            found.column("v").to_numpy(zero_copy_only=False).astype(float, copy=False)
+            if value_field is not None
+            else None
+        )
+        del found
+    times = np.bincount(point_ids, minlength=scan.rows)
+    del point_ids
+    counts = {
+        "polygons": len(polygons),
+        "points": scan.rows,
+        "points_counted": int((times > 0).sum()),
+        "points_in_no_polygon": int((times == 0).sum()),
+        "points_without_geometry": scan.missing,
+        "points_in_several_polygons": int((times > 1).sum()),
+        "polygons_with_no_points": int((np.bincount(poly_rows, minlength=len(polygons)) == 0).sum()),
+    }
+    # From here on as join_ops._points_in_polygons records it.
+    ctx.parameters["x-mapsmith:boundary_rule"] = join_ops.BOUNDARY_RULE
+    ctx.notes.append(
+        f"{counts['points_counted']} of {scan.rows} points lie in at least one polygon; "
+        f"{counts['points_in_no_polygon']} lie in none (not counted anywhere; {scan.missing} of them have no "
+        f"geometry); {counts['points_in_several_polygons']} lie on a boundary several polygons share and "
+        "are counted in each of them"
+    )
+    ctx.notes.append(DIRECT_PATH_NOTE.format(values=f" with the {value_field!r} of each" if value_field else ""))
+    return _DirectFound(polygons, poly_rows, values, scan, counts)
+
+
+def _direct_or_note(ctx: RunContext, value_field: str | None) -> bool:
+    """Whether the direct path takes this run; when not, the manifest says why the WKB path did."""
+    problem = _points_file_problem(ctx, value_field)
+    if problem is not None:
+        ctx.notes.append(f"{WKB_PATH_NOTE}; the direct path was not taken because {problem}")
+    return problem is None
+
+
 def count_in_polygons_sedonadb(ctx: RunContext) -> None:
+    import numpy as np
+
     _set_engine(ctx, ("input_path", "points_path"))
-    join_ops.count_in_polygons(ctx, find_pairs=_intersecting)
+    if not _direct_or_note(ctx, None):
+        join_ops.count_in_polygons(ctx, find_pairs=_intersecting)
+        return
+    found = _direct_points_in_polygons(ctx, ["point_count"], None)
+    out = found.polygons.copy()
+    out["point_count"] = np.bincount(found.polygon_rows, minlength=len(out)).astype("int64")
+    ctx.parameters["x-mapsmith:join_counts"] = found.counts
+    ctx.answer = {
+        **found.counts,
+        "total_point_count": int(out["point_count"].sum()),
+        "boundary_rule": join_ops.BOUNDARY_RULE,
+        "rows": join_ops._rows(out),
+        "rows_truncated": len(out) > join_ops.MAX_ANSWER_ROWS,
+    }
+    join_ops.write_output(ctx, out)
 
 
 def summarize_points_in_polygons_sedonadb(ctx: RunContext) -> None:
+    """join_ops.summarize_points_in_polygons on the direct path: the same statistics, from the pairs."""
+    import numpy as np
+    import pandas as pd
+
     _set_engine(ctx, ("input_path", "points_path"))
-    join_ops.summarize_points_in_polygons(ctx, find_pairs=_intersecting)
+    name = ctx.arguments["field"]
+    if not _direct_or_note(ctx, name):
+        join_ops.summarize_points_in_polygons(ctx, find_pairs=_intersecting)
+        return
+    statistics = join_ops._parse_statistics(ctx.arguments["statistics"])
+    ctx.parameters["statistics"] = ",".join(statistics)
+    columns = {s: f"{name}_{s}" for s in statistics}
+    null_column = f"{name}_null_count"
+    found = _direct_points_in_polygons(ctx, [*columns.values(), null_column], name)
+    assert found.values is not None
+    values = found.values
+    present = ~np.isnan(values)
+    n = len(found.polygons)
+    grouped = (
+        pd.DataFrame({"polygon": found.polygon_rows[present], "value": values[present]})
+        .groupby("polygon")["value"]
+        .agg(list(join_ops.STATISTICS))
+        .reindex(range(n))
+    )
+    out = found.polygons.copy()
+    for statistic, column in columns.items():
+        series = grouped[statistic]
+        if statistic in ("sum", "count"):
+            series = series.fillna(0)  # over no values: the empty sum and count
+        out[column] = series.astype("int64" if statistic == "count" else float).to_numpy()
+    out[null_column] = np.bincount(found.polygon_rows[~present], minlength=n).astype("int64")
+    null_points = found.scan.null_values
+    counted_nulls = int((~present).sum())
+    counts = {**found.counts, "points_with_null_value": null_points, "null_values_in_polygons": counted_nulls}
+    ctx.parameters["x-mapsmith:join_counts"] = counts
+    ctx.notes.append(
+        f"null values of {name!r} are left out of every statistic ({', '.join(statistics)}) and counted per "
+        f"polygon in {null_column}; {null_points} points have no value; over no values sum and count are 0 "
+        "and mean, min and max are empty"
+    )
+    if counted_nulls:
+        ctx.warn(
+            "NULL_VALUES_EXCLUDED",
+            f"{counted_nulls} (polygon, point) pairs had no value of {name!r} and were left out of the statistics",
+            f"see {null_column} per polygon; fill the missing values first if they should count",
+        )
+    ctx.answer = {
+        **counts,
+        "field": name,
+        "statistics": statistics,
+        "boundary_rule": join_ops.BOUNDARY_RULE,
+        "rows": join_ops._rows(out),
+        "rows_truncated": len(out) > join_ops.MAX_ANSWER_ROWS,
+    }
+    join_ops.write_output(ctx, out)

@@ -4,9 +4,9 @@ It registers the stack and detects, for real, which of its two engines can run h
 needs the ``sedonadb`` and ``geoarrow-pyarrow`` packages; Apache Sedona on Spark needs ``pyspark`` of
 the Spark line the pinned Sedona jars are built for, ``apache-sedona``, a Java runtime and the jars
 themselves on this machine (``jars.py``). With ``MAPSMITH_STACK=sedona`` MapSmith's own
-``spatial_join``, ``count_in_polygons`` and ``summarize_points_in_polygons`` run as Spark jobs
-(``spark_ops.py``); SedonaDB's engines live in the opensource stack's router
-(``mapsmith_opensource.sedonadb_ops``).
+``spatial_join``, ``nearest_join``, ``count_in_polygons``, ``summarize_points_in_polygons``,
+``dissolve_layer`` and ``overlay_layers`` run as Spark jobs (``spark_ops.SPARK_OPERATIONS``);
+SedonaDB's engines live in the opensource stack's router (``mapsmith_opensource.sedonadb_ops``).
 
 It must never import an engine when this module is imported (the server's start-up must stay fast
 and must not fail because an optional stack is half installed), and detection must never raise:
@@ -205,29 +205,4 @@ def mapsmith_register_operations(register: RegisterOperation) -> None:
     """
     from mapsmith_sedona import spark_ops
 
-    register(
-        spark_ops.spatial_join_spark,
-        operation="spatial_join",
-        stack=STACK,
-        engine=spark_ops.ENGINE,
-        eligible=spark_ops.spatial_join_eligible,
-        requirement=_spark_requirement,
-        validate=spark_ops.validate_spatial_join,
-    )
-    register(
-        spark_ops.count_in_polygons_spark,
-        operation="count_in_polygons",
-        stack=STACK,
-        engine=spark_ops.ENGINE,
-        eligible=spark_ops.points_in_polygons_eligible,
-        requirement=_spark_requirement,
-    )
-    register(
-        spark_ops.summarize_points_in_polygons_spark,
-        operation="summarize_points_in_polygons",
-        stack=STACK,
-        engine=spark_ops.ENGINE,
-        eligible=spark_ops.points_in_polygons_eligible,
-        requirement=_spark_requirement,
-        validate=spark_ops.validate_summarize_points,
-    )
+    spark_ops.register_operations(register, _spark_requirement)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -24,6 +25,9 @@ from mapsmith.errors import EngineError
 
 MASTER_ENV = "MAPSMITH_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
+# The driver's JVM heap (Spark's spark.driver.memory, e.g. "8g"). Spark's default, 1g, is too small for
+# tens of millions of points in local mode, where the driver does all the work; unset keeps Spark's.
+DRIVER_MEMORY_ENV = "MAPSMITH_SPARK_DRIVER_MEMORY"
 
 
 @dataclass(frozen=True)
@@ -69,9 +73,26 @@ def stop() -> None:
             _session = None
 
 
+def driver_memory_of(environ: Mapping[str, str]) -> str | None:
+    """MAPSMITH_SPARK_DRIVER_MEMORY when set, checked to be a JVM memory size; None keeps Spark's default."""
+    value = (environ.get(DRIVER_MEMORY_ENV) or "").strip()
+    if not value:
+        return None
+    if not re.fullmatch(r"[1-9][0-9]*[kmgt]?", value.lower()):
+        raise EngineError(
+            f"{DRIVER_MEMORY_ENV}={value!r} is not a JVM memory size",
+            code="SPARK_DRIVER_MEMORY_INVALID",
+            evidence={"variable": DRIVER_MEMORY_ENV, "value": value},
+            hint=f"set {DRIVER_MEMORY_ENV} to a size such as 4g or 16384m, or unset it for Spark's default",
+        )
+    return value
+
+
 def _start(master: str, environ: Mapping[str, str]) -> Session:
     from mapsmith_sedona import SPARK_FIX, spark_problem
     from mapsmith_sedona.jars import find_jars
+
+    driver_memory = driver_memory_of(environ)  # a bad setting is refused before anything starts
 
     problem = spark_problem(environ)
     if problem is not None:
@@ -99,6 +120,8 @@ def _start(master: str, environ: Mapping[str, str]) -> Session:
         .set("spark.ui.showConsoleProgress", "false")  # its progress bar is for terminals; MCP gets ctx.progress
         .set("spark.sql.session.timeZone", "UTC")
     )
+    if driver_memory:
+        conf.set("spark.driver.memory", driver_memory)  # read by spark-submit when the JVM starts
     if master.startswith("local"):
         # A laptop's host name may not resolve; local mode never needs another host to reach it.
         conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
