@@ -239,7 +239,8 @@ def render_esri() -> list[str]:
         "fake `arcpy` package (`tests/stacks/fake_arcgis_pro/`) that computes results with geopandas and "
         "writes a real File Geodatabase. Its failure messages follow ArcPy's documented format (`ERROR "
         "000732: ...`, `Failed to execute (Buffer).`) but were written from Esri's error reference, not "
-        "recorded from ArcGIS Pro; the licence levels in the table come from Esri's tool reference pages. "
+        "recorded from ArcGIS Pro; the licence levels in the table are those of Esri's tool reference pages as "
+        "remembered when the mapping was written, not re-checked here (this machine cannot reach Esri's site). "
         "The qgis comparison above has no esri column for that reason.",
         "",
         "Checked against the simulated Pro (`tests/stacks/test_esri_stack.py`): buffer area of a 100 m "

@@ -78,3 +78,20 @@ def test_library_matches_its_pin() -> None:
     assert mapview.library()["version"] == "1.9.4"
     assert mapview.library_problems() == []
     assert set(mapview.library()["files"]) >= {"LICENSE", "leaflet.js", "leaflet.css"}
+
+
+def test_an_exported_map_is_walked_back_and_replayed(app: Any, workspace: Path) -> None:
+    """The page is deterministic, so replay rebuilds it byte for byte from its record and its input's chain."""
+    from mapsmith import mapview
+
+    app.run("buffer_layer", {"input_path": "parcels.geojson", "distance_meters": 5.0, "output_path": "buf.gpkg"})
+    mapview.export_map(app, ["buf.gpkg"], "buffered.html", background="none")
+    lineage = app.get_lineage("buffered.html")
+    assert [h["operation"] for h in lineage["hops"]] == ["buffer_layer", "export_map"]  # oldest first
+    replayed = app.replay("buffered.html")
+    assert [(s["operation"], s["result"]) for s in replayed["steps"]] == [
+        ("buffer_layer", "identical"),
+        ("export_map", "identical"),
+    ]
+    assert replayed["steps"][1]["arguments"]["background"] == "none"
+    assert replayed["verdict"] == "identical"

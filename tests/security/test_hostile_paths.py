@@ -96,6 +96,12 @@ def build_combos(app: Any, ws: Path) -> list[Combo]:
     for tool in ("get_provenance", "get_lineage", "replay"):
         combos.append(Combo(tool, "path", getattr(app, tool)))
 
+    from mapsmith import mapview
+
+    combos.append(Combo("preview_map", "paths[0]", lambda p: mapview.preview_map(app, [p])))
+    combos.append(Combo("export_map", "paths[0]", lambda p: mapview.export_map(app, [p], "map_out.html")))
+    combos.append(Combo("export_map", "output_path", lambda p: mapview.export_map(app, ["missing_map_input.gpkg"], p)))
+
     def plan_call(tool: str, operation: str, arguments: Callable[[str], dict[str, Any]]) -> Callable[[str], Any]:
         def call(path: str) -> Any:
             plan = {
@@ -285,6 +291,7 @@ def test_every_path_argument_is_covered(confined_app: Any, combos: list[Combo]) 
             assert (name, "output_path") in covered
     for tool in ("get_provenance", "get_lineage", "replay"):
         assert (tool, "path") in covered
+    assert {("preview_map", "paths"), ("export_map", "paths"), ("export_map", "output_path")} <= covered
     assert {c.tool for c in combos} >= {"validate_plan", "explain_plan", "execute_plan", "describe_dataset"}
 
 

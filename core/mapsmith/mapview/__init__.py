@@ -268,7 +268,7 @@ def export_map(
     from mapsmith.provenance.validator import validate_manifest
 
     started = utc_now()
-    if not isinstance(output_path, str) or not output_path:
+    if not isinstance(output_path, str):  # '' goes on to the path policy, which refuses it as PATH_EMPTY
         raise ArgumentError(
             "export_map needs 'output_path', an .html file in the workspace",
             code="MISSING_ARGUMENT",

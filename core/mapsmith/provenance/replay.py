@@ -17,6 +17,7 @@ originals whose bytes are not the recorded ones: it stops and names them instead
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -493,6 +494,29 @@ def _arguments(contract: Any, record: dict[str, Any], placed: dict[str, str]) ->
     return arguments
 
 
+EXPORT_MAP = "export_map"  # a service tool, not a catalog operation: its page is rebuilt by mapview itself
+_EXPORT_MAP_PARAMETERS = ("max_features_per_layer", "simplify_meters", "background")
+
+
+def _replay_export_map(
+    app: MapSmith, record: dict[str, Any], placed: dict[str, str], out_rel: str, step: dict[str, Any]
+) -> Any:
+    """Rebuild an exported map page from the record (the page is deterministic for the same inputs)."""
+    from types import SimpleNamespace
+
+    from mapsmith import mapview
+
+    contract = SimpleNamespace(parameters=[SimpleNamespace(name=n) for n in _EXPORT_MAP_PARAMETERS])
+    arguments = {k: v for k, v in _arguments(contract, record, placed).items() if v is not None}
+    step["arguments"] = {**arguments, "output_path": out_rel}
+    paths = arguments.pop("paths", [])
+    mapview.export_map(app, paths, out_rel, False, **arguments)
+    root = app.workspace.root
+    assert root is not None  # the scratch service is always confined to its scratch folder
+    written = json.loads((root / f"{out_rel}.provenance.json").read_text("utf-8"))
+    return SimpleNamespace(engine=written["engine"])
+
+
 def replay(app: MapSmith, path: str, *, layer: str | None = None, keep: bool = False) -> dict[str, Any]:
     """Re-run the chain recorded for the dataset at ``path`` in a scratch folder, and compare.
 
@@ -661,11 +685,14 @@ def _replay_step(
     out_rel = scratch.claim(recorded_label or f"step_{position}", f"replay:{position}")
     try:
         scratch_app = apps(stack)
-        contract = scratch_app.router.contract(str(hop.operation))
-        arguments = _arguments(contract, record, placed)
-        arguments["output_path"] = out_rel
-        step["arguments"] = arguments
-        run = scratch_app.run(str(hop.operation), arguments)
+        if hop.operation == EXPORT_MAP:
+            run: Any = _replay_export_map(scratch_app, record, placed, out_rel, step)
+        else:
+            contract = scratch_app.router.contract(str(hop.operation))
+            arguments = _arguments(contract, record, placed)
+            arguments["output_path"] = out_rel
+            step["arguments"] = arguments
+            run = scratch_app.run(str(hop.operation), arguments)
     except MapSmithError as exc:
         step.update(result="failed", error=exc.to_dict())
         return step

@@ -21,10 +21,15 @@ from mapsmith_opensource.common import align_to, read_input, require_valid, set_
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import geopandas as gpd
     import numpy as np
 
     from mapsmith.runner import RunContext
+
+    # (geometries, group number of each, group count) -> the union of each group, as shapely.union_all gives it
+    GroupUnion = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 
 REGISTRATIONS = (
     Registration("overlay_layers", "overlay_layers"),
@@ -409,11 +414,31 @@ def _sum(values: Any) -> Any:
     return values.sum(min_count=1)
 
 
-def dissolve_layer(ctx: RunContext) -> None:
+def _dissolve_with(work: gpd.GeoDataFrame, keys: list[str], aggfunc: Any, union_groups: GroupUnion) -> gpd.GeoDataFrame:
+    """GeoDataFrame.dissolve(as_index=False, dropna=False, sort=True) with the union per group from
+    ``union_groups``: the attributes are grouped and aggregated as GeoPandas' dissolve does."""
+    import geopandas as gpd
+    import numpy as np
+
+    geometry = work.geometry.name
+    by: Any = keys or np.zeros(len(work), dtype="int64")
+    data = work.drop(columns=geometry).groupby(by, sort=True, dropna=False).agg(aggfunc)
+    data.columns = data.columns.to_flat_index()
+    groups = work.groupby(by, sort=True, dropna=False)
+    merged = union_groups(work.geometry.values, groups.ngroup().to_numpy(), groups.ngroups)
+    out = gpd.GeoDataFrame({geometry: gpd.GeoSeries(merged, index=data.index, crs=work.crs)}, geometry=geometry)
+    return out.join(data).reset_index()
+
+
+def dissolve_layer(
+    ctx: RunContext, union_groups: GroupUnion | None = None, union_label: str = "shapely.union_all"
+) -> None:
+    """``union_groups``: another engine's union per group (sedonadb_ops); everything else stays this code."""
     import pandas as pd
     import shapely
 
-    set_engine(ctx)
+    if union_groups is None:
+        set_engine(ctx)
     info = ctx.inputs["input_path"]
     given = ctx.arguments["input_path"]
     keys = _parse_by_fields(ctx.arguments.get("by_fields"))
@@ -469,7 +494,10 @@ def dissolve_layer(ctx: RunContext) -> None:
         name: _sum if function == "sum" else AGGREGATIONS[function] for name, function in declared.items()
     }
     sizes = work.groupby(keys, dropna=False, sort=True).size() if keys else None
-    out = work.dissolve(by=keys or None, aggfunc=aggfunc or "first", dropna=False, as_index=False, sort=True)
+    if union_groups is None:
+        out = work.dissolve(by=keys or None, aggfunc=aggfunc or "first", dropna=False, as_index=False, sort=True)
+    else:
+        out = _dissolve_with(work, keys, aggfunc or "first", union_groups)
     out = out[[*keys, *declared, geometry]]
     empty = shapely.is_missing(out.geometry.values) | shapely.is_empty(out.geometry.values)
     if empty.any():
@@ -489,7 +517,7 @@ def dissolve_layer(ctx: RunContext) -> None:
     ctx.parameters["x-mapsmith:null_key_features"] = null_count
     ctx.notes.append(
         (f"grouped by {', '.join(keys)}" if keys else "every feature dissolved into one")
-        + f": {len(gdf)} features into {len(out)} (geometries unioned with shapely.union_all: overlaps count once, "
+        + f": {len(gdf)} features into {len(out)} (geometries unioned with {union_label}: overlaps count once, "
         "duplicate points collapse, lines are split where they cross)"
     )
     if declared:

@@ -23,9 +23,12 @@ requirement drops an engine silently, and a data engineer asking "why did GeoPan
 find "sedonadb is not installed" in the manifest.
 
 It must never import sedonadb when imported (start-up stays fast and sedonadb is optional).
-nearest_join, dissolve_layer and overlay_layers have no SedonaDB engine yet: their tie rules and
+dissolve_layer runs on the WKB path too: overlay_ops' code groups, aggregates, checks and writes, and
+SedonaDB unions each group's geometries (see dissolve_layer_sedonadb for why with ST_UnaryUnion, not
+ST_Union_Agg). nearest_join and overlay_layers have no SedonaDB engine yet: nearest_join's tie rules and
 geodesic measures are GEOS/pyproj code the pair-search pattern does not cover (Sedona's ST_KNN, for
-one, measures from centroids where a geometry is not a point, which nearest_join does not).
+one, measures from centroids where a geometry is not a point, which nearest_join does not), and
+overlay_layers is geopandas.overlay's own piecing, not built here.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import mapsmith_sedona
-from mapsmith_opensource import io, join_ops
+from mapsmith_opensource import io, join_ops, overlay_ops
 from mapsmith_opensource.common import engine_versions, read_input, record_input_validity, require_valid
 from mapsmith_opensource.registration import Registration
 
@@ -53,19 +56,21 @@ SEDONADB_PREFERENCE = 40  # above DuckDB (join_ops.DUCKDB_PREFERENCE, 30) and Ge
 # SedonaDB needs), so the reason names what to install
 SEDONADB_MODULES = mapsmith_sedona.SEDONADB_MODULES
 SEDONADB_FIX = mapsmith_sedona.SEDONADB_FIX
-# SedonaDB is considered from this many features in the larger input. The issue measured raw SedonaDB
-# at 0.85 s against geopandas.sjoin at 1.21 s (1,000,000 points x 10,000 polygons, 2 cores). On the WKB
-# path (spatial_join; points not in GeoParquet) this engine hands GeoPandas' geometries to SedonaDB
-# (0.7-0.95 s per million points) and GeoPandas code does the rest: benchmarks/bench_sedona.py measured
-# it slower than GeoPandas at 1M and 3M points (whole spatial_join 8.38 s against 7.85 s at 1M).
-# The direct path (count_in_polygons and summarize_points_in_polygons, points in GeoParquet) was
-# measured with /usr/bin/time -v, one fresh process per run, bench_vector's seeded data (10,000 zones),
-# peak RSS GeoPandas / WKB / direct: count 1M 638 / 682 / 508 MB, 3M 1,493 / 1,410 / 800 MB; summarize
-# 1M 685 / 687 / 563 MB, 3M 1,501 / 1,420 / 973 MB; CPU seconds (user+sys; wall clocks were swamped by
-# a load of 7-15 on the 2 shared cores) count 3M 11.7 / 14.3 / 11.4, summarize 3M 11.8 / 13.1 / 11.2.
-# The threshold stays at the issue's next scale point until it is measured there: one value serves all
-# three operations, and spatial_join is still on the WKB path.
-SEDONADB_MIN_FEATURES = 10_000_000
+# From how many features in the larger input SedonaDB is preferred, by path; None: never by default.
+# benchmarks/bench_scale.py (docs/benchmarks.md, "The same data through MapSmith's operations"): whole
+# MapSmith runs, one fresh process each, 10,000 polygons, 2 shared cores.
+# - The direct path (count_in_polygons and summarize_points_in_polygons with points in GeoParquet) was
+#   faster than GeoPandas at every size measured and used less memory (count_in_polygons: 5.1 s against
+#   7.2 s at 1M points, 18.3 s / 2.2 GiB against 30.0 s / 4.3 GiB at 10M, 43.7 s / 5.6 GiB against
+#   76.6 s / 12.6 GiB at 30M), so it is preferred from 1,000,000 features.
+# - The WKB path (spatial_join; points not in GeoParquet) and dissolve_layer's union were never measured
+#   to gain: spatial_join took 6.7 s against GeoPandas' 6.0 s and DuckDB's 4.5 s at 1M, 44.3 s against
+#   44.9 s and 16.0 s at 10M, 135.4 s against 133.1 s and 51.9 s at 30M (dissolve was not measured).
+#   They run only when MAPSMITH_SEDONADB_MIN_FEATURES sets a threshold.
+DIRECT_MIN_FEATURES = 1_000_000
+WKB_MIN_FEATURES: int | None = None
+DISSOLVE_MIN_FEATURES: int | None = None
+SEDONADB_MIN_FEATURES = DIRECT_MIN_FEATURES  # the smallest default threshold (what `server_info` readers see)
 MIN_FEATURES_ENV = "MAPSMITH_SEDONADB_MIN_FEATURES"  # overrides the threshold (tests set it to 0)
 # join_ops' predicate names (the GeoPandas engine's) -> the SQL functions SedonaDB shares with DuckDB
 PREDICATES = join_ops.SPATIAL_PREDICATES
@@ -98,6 +103,13 @@ REGISTRATIONS = (
         eligible="points_in_polygons_eligible",
         validate="validate_summarize_points",
     ),
+    Registration(
+        "dissolve_layer",
+        "dissolve_layer_sedonadb",
+        engine=ENGINE,
+        preference=SEDONADB_PREFERENCE,
+        eligible="dissolve_layer_eligible",
+    ),
 )
 
 
@@ -109,13 +121,14 @@ def missing_modules() -> list[str]:
     return mapsmith_sedona.missing_distributions(SEDONADB_MODULES)
 
 
-def min_features(ctx: RunContext) -> int:
-    """The size threshold of this run: MAPSMITH_SEDONADB_MIN_FEATURES when set (a whole number >= 0)."""
+def min_features(ctx: RunContext, default: int | None = SEDONADB_MIN_FEATURES) -> int | None:
+    """The size threshold of this run: MAPSMITH_SEDONADB_MIN_FEATURES when set (a whole number >= 0),
+    else ``default`` (None: SedonaDB is not considered for this path unless the variable is set)."""
     from mapsmith.errors import ConfigurationError
 
     text = (ctx.environ.get(MIN_FEATURES_ENV) or "").strip()  # the service's environment, as MAPSMITH_STACK
     if not text:
-        return SEDONADB_MIN_FEATURES
+        return default
     try:
         value = int(text.replace("_", ""))
     except ValueError:
@@ -125,13 +138,28 @@ def min_features(ctx: RunContext) -> int:
             f"{MIN_FEATURES_ENV}={text!r} is not a whole number of features",
             code="SEDONADB_MIN_FEATURES_INVALID",
             evidence={"variable": MIN_FEATURES_ENV, "value": text},
-            hint=f"set {MIN_FEATURES_ENV} to a whole number such as 500000, or unset it for the default "
-            f"{SEDONADB_MIN_FEATURES}",
+            hint=f"set {MIN_FEATURES_ENV} to a whole number such as 500000, or unset it for the measured defaults",
         )
     return value
 
 
-def _eligible(ctx: RunContext, keys: tuple[str, str]) -> str | None:
+def _too_small(ctx: RunContext, rows: int, default: int | None, what: str) -> str | None:
+    """Why ``rows`` features are too few for SedonaDB on this path, or None."""
+    threshold = min_features(ctx, default)
+    if threshold is None:
+        return (
+            f"{what} was never measured faster than DuckDB or GeoPandas (benchmarks/bench_scale.py), so it runs only "
+            f"when {MIN_FEATURES_ENV} sets a threshold"
+        )
+    if rows < threshold:
+        return (
+            f"the larger input has {rows:,} features, fewer than the {threshold:,} from which {what} is considered "
+            f"(it was measured no faster below it; {MIN_FEATURES_ENV} overrides)"
+        )
+    return None
+
+
+def _eligible(ctx: RunContext, keys: tuple[str, str], default: int | None, what: str) -> str | None:
     """Why SedonaDB cannot take this run (installed? both CRS known and equal? big enough?), or None."""
     from pyproj import CRS
 
@@ -152,34 +180,36 @@ def _eligible(ctx: RunContext, keys: tuple[str, str]) -> str | None:
     counts = (first.feature_count, second.feature_count)
     if None in counts:
         return "a feature count is unknown from the input's header, so the size threshold cannot be applied"
-    rows, threshold = max(counts), min_features(ctx)  # type: ignore[type-var]
-    if rows < threshold:
-        return (
-            f"the larger input has {rows:,} features, fewer than the {threshold:,} from which the SedonaDB engine "
-            f"is considered (it was measured slower than GeoPandas below it; {MIN_FEATURES_ENV} overrides)"
-        )
-    return None
+    return _too_small(ctx, max(counts), default, what)  # type: ignore[type-var]
 
 
 def _record_choice(ctx: RunContext, keys: tuple[str, str]) -> None:
     """Why SedonaDB ran, in the manifest's notes (the engine choice records only those passed over)."""
     first, second = (ctx.inputs[k] for k in keys)
     rows = max(first.feature_count or 0, second.feature_count or 0)
+    default = DIRECT_MIN_FEATURES if _direct_path(ctx) else WKB_MIN_FEATURES
     ctx.notes.append(
         f"engine: SedonaDB ran because it is installed, both inputs are in {first.crs_label}, and the larger input "
-        f"has {rows:,} features, at least the {min_features(ctx):,} from which it is preferred to DuckDB and "
-        f"GeoPandas ({MIN_FEATURES_ENV} overrides)"
+        f"has {rows:,} features, at least the {min_features(ctx, default):,} from which it is preferred to DuckDB "
+        f"and GeoPandas ({MIN_FEATURES_ENV} overrides)"
     )
 
 
+def _direct_path(ctx: RunContext) -> bool:
+    """Whether this run is a points-in-polygons run whose points SedonaDB can read itself."""
+    return "points_path" in ctx.paths and _points_file_problem(ctx, ctx.arguments.get("field")) is None
+
+
 def spatial_join_eligible(ctx: RunContext) -> str | None:
-    return _eligible(ctx, ("input_path", "join_path"))
+    return _eligible(ctx, ("input_path", "join_path"), WKB_MIN_FEATURES, "SedonaDB's spatial_join (the WKB path)")
 
 
 def points_in_polygons_eligible(ctx: RunContext) -> str | None:
     if not hasattr(join_ops, "intersecting_pairs"):  # a join_ops without the pair hook this engine calls
         return "this join_ops has no pair-finder hook (intersecting_pairs) for the SedonaDB engine to use"
-    return _eligible(ctx, ("input_path", "points_path"))
+    if _direct_path(ctx):
+        return _eligible(ctx, ("input_path", "points_path"), DIRECT_MIN_FEATURES, "SedonaDB's direct path")
+    return _eligible(ctx, ("input_path", "points_path"), WKB_MIN_FEATURES, "SedonaDB's WKB path")
 
 
 # -- the pair search ---------------------------------------------------------------------------
@@ -535,3 +565,83 @@ def summarize_points_in_polygons_sedonadb(ctx: RunContext) -> None:
         "rows_truncated": len(out) > join_ops.MAX_ANSWER_ROWS,
     }
     join_ops.write_output(ctx, out)
+
+
+# -- dissolve_layer, groups unioned by SedonaDB --------------------------------------------------
+
+UNION_LABEL = "SedonaDB's ST_UnaryUnion (GEOS's unary union, as shapely.union_all)"
+DISSOLVE_PATH_NOTE = (
+    "engine path: WKB -- the GeoPandas engine's code read, checked, grouped, aggregated and wrote the layer; "
+    "SedonaDB unioned each group's geometries, handed to it as one GEOMETRYCOLLECTION per group in input order, "
+    "with ST_UnaryUnion (GEOS's unary union, the call shapely.union_all makes, so the vertices come out as "
+    "GeoPandas gives them). ST_Union_Agg is not used: it is not GEOS, and it moves vertices by up to a few "
+    "millimetres over a 1,000 km extent, drops collinear nodes and returns nothing for lines and points"
+)
+
+
+def dissolve_layer_eligible(ctx: RunContext) -> str | None:
+    """Why SedonaDB cannot take this dissolve (installed? CRS known? big enough?), or None."""
+    if not hasattr(overlay_ops, "_dissolve_with"):  # an overlay_ops without the union hook this engine calls
+        return "this overlay_ops has no union hook (dissolve_layer(union_groups=...)) for the SedonaDB engine to use"
+    missing = missing_modules()
+    if missing:
+        return f"SedonaDB is not installed here (missing: {', '.join(missing)}); fix: {SEDONADB_FIX}"
+    info = ctx.inputs["input_path"]
+    if info.crs_wkt is None:
+        return "the CRS of input_path is unknown; the SedonaDB engine dissolves only layers whose CRS is known"
+    if info.feature_count is None:
+        return "the feature count is unknown from the input's header, so the size threshold cannot be applied"
+    return _too_small(ctx, info.feature_count, DISSOLVE_MIN_FEATURES, "SedonaDB's dissolve")
+
+
+def sedonadb_union_groups(geoms: np.ndarray, groups: np.ndarray, count: int) -> np.ndarray:
+    """The union of each group (0 .. count-1) of ``geoms``, by SedonaDB, as shapely.union_all gives it.
+
+    Each group goes to SedonaDB as one collection of its geometries in input order (shapely.union_all
+    unions such a collection; None is left out of it, and a group with none is an empty collection).
+    """
+    import uuid
+
+    import numpy as np
+    import shapely
+
+    out = np.empty(count, dtype=object)
+    if count == 0:
+        return out
+    geoms = np.asarray(geoms, dtype=object)
+    order = np.argsort(groups, kind="stable")  # within a group, input order
+    present = order[~shapely.is_missing(geoms[order])]
+    collections = np.empty(count, dtype=object)
+    if len(present):
+        shapely.geometrycollections(geoms[present], indices=groups[present], out=collections)
+    collections[shapely.is_missing(collections)] = shapely.GeometryCollection()
+    sd = _connection()
+    name = f"mapsmith_groups_{uuid.uuid4().hex}"
+    try:
+        sd.create_data_frame(_table(collections)).to_view(name)
+        found = sd.sql(f"SELECT n, ST_AsBinary(ST_UnaryUnion(g)) AS u FROM {name}").to_arrow_table()
+    finally:
+        try:
+            sd.drop_view(name)
+        except Exception:  # never registered (the failure above is the one to report)
+            pass
+    out[found.column("n").to_numpy()] = shapely.from_wkb(found.column("u").to_numpy(zero_copy_only=False))
+    return out
+
+
+def dissolve_layer_sedonadb(ctx: RunContext) -> None:
+    """dissolve_layer with each group's union done by SedonaDB; everything else is overlay_ops' code."""
+    from importlib import metadata
+
+    import sedonadb
+
+    info = ctx.inputs["input_path"]
+    ctx.notes.append(
+        f"engine: SedonaDB ran because it is installed, input_path's CRS ({info.crs_label}) is known, and it has "
+        f"{info.feature_count or 0:,} features, at least the {min_features(ctx, DISSOLVE_MIN_FEATURES):,} from "
+        f"which it is preferred to GeoPandas ({MIN_FEATURES_ENV} set it)"
+    )
+    ctx.set_engine(ENGINE, sedonadb.__version__, **{"geoarrow-pyarrow": metadata.version("geoarrow-pyarrow")})
+    ctx.engine_components.update(engine_versions())
+    ctx.notes.append(DISSOLVE_PATH_NOTE)
+    overlay_ops.dissolve_layer(ctx, union_groups=sedonadb_union_groups, union_label=UNION_LABEL)

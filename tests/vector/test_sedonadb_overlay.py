@@ -1,0 +1,152 @@
+"""dissolve_layer on SedonaDB: the manifest says SedonaDB ran and why, or why it was passed over, and the
+union is GEOS's (the GeoPandas engine's vertices), worked out by hand on a local metre grid in EPSG:32610.
+
+overlay_layers has no SedonaDB engine (see sedonadb_ops' module docstring); test_engine_parity.py runs
+every registered engine of both operations against GeoPandas.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from shapely.geometry import LineString, box
+
+from layers import manifest, read, write_layer
+
+X0, Y0 = 500_000, 5_000_000
+UTM = "EPSG:32610"
+
+sedonadb_only = pytest.mark.skipif(
+    bool(importlib.import_module("mapsmith_opensource.sedonadb_ops").missing_modules()),
+    reason="SedonaDB not installed",
+)
+
+
+def grid_box(x1: float, y1: float, x2: float, y2: float) -> Any:
+    return box(X0 + x1, Y0 + y1, X0 + x2, Y0 + y2)
+
+
+def _squares(ws: Path, crs: Any = UTM) -> None:
+    # Two adjacent 100 m squares in group A (value 1 and 2), one square far off in B (value 4, null name).
+    write_layer(
+        ws / "squares.parquet",
+        [grid_box(0, 0, 100, 100), grid_box(100, 0, 200, 100), grid_box(500, 500, 600, 600)],
+        crs,
+        grp=["A", "A", "B"],
+        value=[1, 2, 4],
+        name=["x", "y", None],
+    )
+
+
+@sedonadb_only
+def test_adjacent_squares_dissolve_on_sedonadb_with_geos_vertices(make_app: Any, workspace: Path) -> None:
+    from mapsmith_opensource import sedonadb_ops
+
+    _squares(workspace)
+    app = make_app(MAPSMITH_SEDONADB_MIN_FEATURES="3")
+    result = app.run(
+        "dissolve_layer",
+        {"input_path": "squares.parquet", "by_fields": "grp", "aggregations": "value:sum", "output_path": "d.parquet"},
+    )
+    assert result.engine["name"] == "sedonadb"
+    record = manifest(workspace / "d.parquet")
+    assert record["x-mapsmith:engine_choice"] == {"stack": "opensource", "engine": "sedonadb"}
+    assert record["engine"]["version"] == importlib.import_module("sedonadb").__version__
+    why = [n for n in record["notes"] if n.startswith("engine: SedonaDB ran")]
+    assert why and "it has 3 features, at least the 3 from which" in why[0]
+    assert sedonadb_ops.DISSOLVE_PATH_NOTE in record["notes"]
+    assert any(sedonadb_ops.UNION_LABEL in n for n in record["notes"])
+
+    out = read(workspace / "d.parquet")
+    assert out["grp"].tolist() == ["A", "B"] and out["value"].tolist() == [3, 4]
+    a, b = out.geometry.values
+    # A: 200 m x 100 m, one ring and no hole (no interior edge). GEOS's unary union keeps the two nodes
+    # where the squares met, (100, 0) and (100, 100): 6 vertices + closing (ST_Union_Agg would give 4 + 1).
+    assert a.geom_type == "Polygon" and len(a.interiors) == 0
+    assert a.area == pytest.approx(20_000.0, abs=1e-6)
+    ring = [(round(x - X0, 6), round(y - Y0, 6)) for x, y in a.exterior.coords]
+    assert len(ring) == 7 and ring[0] == ring[-1]
+    assert set(ring) == {(0, 0), (100, 0), (200, 0), (200, 100), (100, 100), (0, 100)}
+    assert b.geom_type == "Polygon" and b.area == pytest.approx(10_000.0, abs=1e-6)
+
+
+@sedonadb_only
+def test_whole_layer_and_crossing_lines_equal_geopandas(make_app: Any, workspace: Path, monkeypatch: Any) -> None:
+    import shapely
+
+    _squares(workspace)
+    # Two lines crossing at (50, 50) and one null geometry: GEOS splits the lines at the crossing, 4 parts.
+    write_layer(
+        workspace / "lines.parquet",
+        [LineString([(X0, Y0), (X0 + 100, Y0 + 100)]), LineString([(X0, Y0 + 100), (X0 + 100, Y0)]), None],
+        UTM,
+        lid=[1, 2, 3],
+    )
+    sedona, geopandas = make_app(MAPSMITH_SEDONADB_MIN_FEATURES="0"), make_app()
+    for source, arguments in (
+        ("squares", {"aggregations": "value:mean,name:first"}),
+        ("lines", {"aggregations": "lid:count"}),
+    ):
+        outs = {}
+        for label, app, engine in (("s", sedona, "sedonadb"), ("g", geopandas, "geopandas")):
+            name = f"{source}_{label}.parquet"
+            result = app.run("dissolve_layer", {"input_path": f"{source}.parquet", **arguments, "output_path": name})
+            assert result.engine["name"] == engine
+            outs[label] = read(workspace / name)
+        got, ref = outs["s"], outs["g"]
+        assert list(got.columns) == list(ref.columns) and len(got) == 1
+        for column in (c for c in ref.columns if c != "geometry"):
+            assert got[column].dtype == ref[column].dtype and got[column].tolist() == ref[column].tolist()
+        assert bool(shapely.equals_exact(got.geometry.values, ref.geometry.values, tolerance=0).all())
+    assert outs["s"]["lid"].tolist() == [3]  # count over the 3 features, the null geometry included
+    lines = outs["s"].geometry.values[0]
+    assert lines.geom_type == "MultiLineString" and shapely.get_num_geometries(lines) == 4
+    assert lines.length == pytest.approx(2 * 100 * 2**0.5, abs=1e-6)
+
+
+@sedonadb_only
+def test_small_layer_passes_over_sedonadb_with_the_threshold(make_app: Any, workspace: Path) -> None:
+    from mapsmith_opensource import sedonadb_ops
+
+    _squares(workspace)
+    result = make_app().run("dissolve_layer", {"input_path": "squares.parquet", "output_path": "d.parquet"})
+    assert result.engine["name"] == "geopandas"
+    (passed,) = manifest(workspace / "d.parquet")["x-mapsmith:engine_choice"]["passed_over"]
+    assert passed == {
+        "engine": "sedonadb",
+        "reason": "SedonaDB's dissolve was never measured faster than DuckDB or GeoPandas "
+        "(benchmarks/bench_scale.py), so it runs only when MAPSMITH_SEDONADB_MIN_FEATURES sets a threshold",
+    }
+    assert sedonadb_ops.DISSOLVE_MIN_FEATURES is None
+
+
+@sedonadb_only
+def test_unknown_crs_is_a_reason_to_pass_over_sedonadb() -> None:
+    # The runner refuses a dissolve without a CRS before any engine is chosen (CRS_REQUIRED), so the
+    # eligibility rule is checked on its own, with the header of a layer that declares none.
+    from types import SimpleNamespace
+
+    from mapsmith_opensource import sedonadb_ops
+
+    ctx = SimpleNamespace(inputs={"input_path": SimpleNamespace(crs_wkt=None, feature_count=3)}, environ={})
+    assert sedonadb_ops.dissolve_layer_eligible(ctx) == (  # type: ignore[arg-type]
+        "the CRS of input_path is unknown; the SedonaDB engine dissolves only layers whose CRS is known"
+    )
+
+
+def test_missing_sedonadb_passes_over_dissolve(make_app: Any, workspace: Path, monkeypatch: Any) -> None:
+    from mapsmith_opensource import sedonadb_ops
+
+    monkeypatch.setattr(sedonadb_ops, "SEDONADB_MODULES", {"sedonadb_absent_for_test": "sedonadb"})
+    _squares(workspace)
+    app = make_app(MAPSMITH_SEDONADB_MIN_FEATURES="0")
+    result = app.run("dissolve_layer", {"input_path": "squares.parquet", "output_path": "d.parquet"})
+    assert result.engine["name"] == "geopandas"
+    (passed,) = manifest(workspace / "d.parquet")["x-mapsmith:engine_choice"]["passed_over"]
+    assert passed == {
+        "engine": "sedonadb",
+        "reason": "SedonaDB is not installed here (missing: sedonadb); fix: pip install 'mapsmith[sedona]'",
+    }
