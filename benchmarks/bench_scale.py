@@ -275,7 +275,33 @@ CHILDREN = {
 # -- the parent ----------------------------------------------------------------------------------
 
 
-def spawn(role: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+CGROUP_ROOT = Path("/sys/fs/cgroup/memory")  # cgroup v1's memory controller, as on this machine
+
+
+class MemoryCap:
+    """A memory cgroup every child (and the JVM it starts) runs in: the kernel kills what exceeds it.
+
+    Peak RSS alone says how much an engine used on a machine that had room; a cap says what happens
+    on a machine that has not. Needs root and cgroup v1's memory controller (``--memory-limit``).
+    """
+
+    def __init__(self, gib: float) -> None:
+        self.gib = gib
+        self.path = CGROUP_ROOT / f"mapsmith_bench_scale_{os.getpid()}"
+        self.path.mkdir()
+        (self.path / "memory.limit_in_bytes").write_text(str(int(gib * 2**30)))
+
+    def enter(self) -> None:  # runs in the child between fork and exec
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def killed(self) -> bool:
+        return int((self.path / "memory.failcnt").read_text()) > 0
+
+    def close(self) -> None:
+        self.path.rmdir()
+
+
+def spawn(role: str, spec: dict[str, Any], timeout: float, cap: MemoryCap | None = None) -> dict[str, Any]:
     """One fresh process; its answer, or what stopped it (killed, out of memory, timed out)."""
     start = time.perf_counter()
     try:
@@ -285,6 +311,7 @@ def spawn(role: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
             text=True,
             cwd=spec["workspace"],
             timeout=timeout,
+            preexec_fn=cap.enter if cap else None,
         )
     except subprocess.TimeoutExpired:
         return {"outcome": f"timed out after {timeout:.0f} s"}
@@ -293,6 +320,8 @@ def spawn(role: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
         tail = done.stderr.strip().splitlines()[-3:]
         killed = done.returncode < 0 or "MemoryError" in done.stderr or "OutOfMemory" in done.stderr
         what = "ran out of memory or was killed" if killed else "failed"
+        if cap is not None and (done.returncode in (-9, 137) or "OutOfMemory" in done.stderr):
+            what = f"ran out of memory: killed at the {cap.gib:g} GiB limit"
         return {"outcome": f"{what} (exit {done.returncode}): {' | '.join(tail)[-400:]}", "process_seconds": wall}
     answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     answer["process_seconds"] = wall
@@ -382,7 +411,7 @@ def bench_size(work: Path, points: int, args: argparse.Namespace) -> dict[str, A
                 "output": str(output),
                 "spark_memory": args.spark_memory,
             }
-            result = spawn(engine, spec, args.timeout)
+            result = spawn(engine, spec, args.timeout, args.cap)
             if result["outcome"] == "finished" and n == 0:
                 result.update(pairs_digest(output))
                 files = output.rglob("*") if output.is_dir() else [output]
@@ -410,7 +439,7 @@ def bench_size(work: Path, points: int, args: argparse.Namespace) -> dict[str, A
                 "output_name": f"{operation}_{engine}.parquet",
                 "spark_memory": args.spark_memory,
             }
-            result = spawn("mapsmith", spec, args.timeout)
+            result = spawn("mapsmith", spec, args.timeout, args.cap)
             for path in work.glob(f"{operation}_{engine}.parquet*"):
                 _remove(path)
             results[engine] = result
@@ -439,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", action=argparse.BooleanOptionalAction, default=True, help="the engines alone")
     parser.add_argument("--spark-memory", default=DEFAULT_SPARK_MEMORY)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
+    parser.add_argument("--memory-limit", type=float, default=None, help="GiB; every run in a memory cgroup")
     parser.add_argument("--workdir", type=Path, default=None, help="where the data goes (default: a temp dir)")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -450,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         op: [e for e in MAPSMITH_RUNS[op] if e in args.engines] for op in args.mapsmith_ops.split(",") if op
     }
     load_before = os.getloadavg()[0]
+    args.cap = MemoryCap(args.memory_limit) if args.memory_limit else None
     records = []
     with tempfile.TemporaryDirectory(prefix="bench_scale_", dir=args.workdir) as tmp:
         work = Path(tmp)
@@ -457,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
         for points in sizes:
             print(f"{points:,} points x {args.polygons:,} polygons", flush=True)
             records.append(bench_size(work, points, args))
+    if args.cap is not None:
+        args.cap.close()
     record = {
         "name": "scale",
         "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -473,6 +506,7 @@ def main(argv: list[str] | None = None) -> int:
             "seed": bench_vector.SEED,
             "spark_driver_memory": args.spark_memory,
             "timeout_seconds": args.timeout,
+            "memory_limit_gib": args.memory_limit,
         },
         "not_run": skipped,
         "sizes": records,

@@ -201,6 +201,7 @@ FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "discovery": DISCOVERY_FIELDS,
     "sedona": SEDONA_FIELDS,
     "scale": SCALE_FIELDS,
+    "scale_capped": SCALE_FIELDS,
 }
 
 
@@ -581,9 +582,15 @@ def _gib(mib: float) -> str:
     return f"{mib / 1024:,.2f}"
 
 
+def _outcome(text: str) -> str:
+    """A run's outcome for a table cell: what stopped it, without the exit status and stderr tail
+    (those stay in the results file)."""
+    return text.split(" (exit")[0][:160].replace("|", "/")
+
+
 def _scale_cell(e: dict[str, Any]) -> str:
     if "median_seconds" not in e:
-        return f"{e.get('outcome', 'not run')} | | | |"
+        return f"{_outcome(e.get('outcome', 'not run'))} | | | |"
     note = f" ({e['outcome']} in another run)" if "outcome" in e else ""
     return (
         f"{_s(e['median_seconds'])}{note} | {_gib(e['median_peak_rss_mib'])} | {e.get('pairs', 0):,} | "
@@ -639,7 +646,7 @@ def _scale(r: dict[str, Any]) -> list[str]:
         for operation, op in size.get("mapsmith", {}).items():
             for engine, e in op["engines"].items():
                 if e["outcome"] != "finished":
-                    outcome = e["outcome"][:160].replace("|", "/")
+                    outcome = _outcome(e["outcome"])
                     ms_rows.append(f"| {n} | `{operation}` | {engine} | {outcome} | | |")
                     continue
                 ms_rows.append(
@@ -651,10 +658,20 @@ def _scale(r: dict[str, Any]) -> list[str]:
         "heap; its session start (a JVM) is not in the time."
     )
     lines: list[str] = []
-    if raw_rows:
+    cap = p.get("memory_limit_gib")
+    if cap:
+        sizes = " and ".join(f"{s['points']:,}" for s in r["sizes"])
         lines += [
-            "## One join at 1, 10 and 30 million points: time and peak memory per engine",
+            f"## The same join at {sizes} points on {cap:g} GiB of memory",
             "",
+            f"The runs below were each started in a memory cgroup limited to {cap:g} GiB (`--memory-limit`): the "
+            "kernel kills a process, and the JVM it started, that needs more, as on a machine with that much memory. "
+            "Everything else as above.",
+            "",
+        ]
+    if raw_rows:
+        lines += [] if cap else ["## One join at 1, 10 and 30 million points: time and peak memory per engine", ""]
+        lines += [
             f"Points joined with {p['polygons']:,} polygons (predicate {p['predicate']}, {p['how']} join), GeoParquet "
             "in and out, each engine as one would call it without MapSmith, each run a fresh process. Peak memory "
             "is the process's peak RSS; for Spark, the Python driver's plus the JVM's (two peaks added: an upper "
@@ -666,7 +683,7 @@ def _scale(r: dict[str, Any]) -> list[str]:
             "",
         ]
     if ms_rows:
-        if not raw_rows:
+        if not raw_rows and not cap:
             lines += ["## The same data through MapSmith's operations", ""]
         lines += [
             f"The same points and {p['polygons']:,} polygons through MapSmith's `spatial_join` (inner) and "
@@ -726,6 +743,8 @@ def render(results: dict[str, dict[str, Any]] | None = None) -> str:
         lines += _sedona(results["sedona"])
     if "scale" in results:
         lines += _scale(results["scale"])
+    if "scale_capped" in results:
+        lines += _scale(results["scale_capped"])
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "scale.json"
+CAPPED = HERE / "results" / "scale_capped.json"  # the same join under a memory cgroup, when measured
 PAGE = HERE.parent / "docs" / "scaling.md"
 TARGET_POINTS = 1_000_000_000
 CLUSTER_CORES = (64, 256)  # two example clusters the page works the numbers out for
@@ -93,8 +94,24 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
 
 
-def render(r: dict[str, Any] | None = None) -> str:
-    r = load() if r is None else r
+def capped_outcomes(c: dict[str, Any]) -> list[str]:
+    """One phrase per run of the capped results: who finished, who ran out of memory."""
+    out = []
+    for size in c["sizes"]:
+        for engine, e in size["engines"].items():
+            done = "median_seconds" in e
+            out.append(f"{engine} alone {'finished' if done else 'ran out of memory'}")
+        for operation, op in size.get("mapsmith", {}).items():
+            for engine, e in op["engines"].items():
+                done = e["outcome"] == "finished"
+                out.append(f"MapSmith's `{operation}` on {engine} {'finished' if done else 'ran out of memory'}")
+    return out
+
+
+def render(r: dict[str, Any] | None = None, capped: dict[str, Any] | None = None) -> str:
+    if r is None:
+        r = load()
+        capped = load(CAPPED) if CAPPED.exists() else None
     f = figures(r)
     cores, n_max = f["cores"], f["largest"]
     lines = [
@@ -139,6 +156,14 @@ def render(r: dict[str, Any] | None = None) -> str:
                 + info["mib_per_million"] * (TARGET_POINTS - info["largest"]["points"]) / 1e6
             )
             one_machine.append(f"{engine} about {_gib(need)} GiB")
+    if capped:
+        cap = capped["parameters"]["memory_limit_gib"]
+        sizes = ", ".join(f"{size['points']:,}" for size in capped["sizes"])
+        lines += [
+            f"With {cap:g} GiB of memory (a memory cgroup, `benchmarks/results/scale_capped.json`) at {sizes} "
+            f"points: {'; '.join(capped_outcomes(capped))}.",
+            "",
+        ]
     if one_machine:
         lines += [
             f"Carried to {TARGET_POINTS:,} points on one machine, those slopes give: {'; '.join(one_machine)}. "

@@ -374,3 +374,21 @@ def test_scaling_arithmetic_follows_from_the_results() -> None:
             expected = largest["points"] / (e["median_seconds"] * r["machine"]["nproc"])
             assert info["points_per_core_second"] == pytest.approx(expected)
     assert f["bytes_per_point"] == pytest.approx(largest["points_file_bytes"] / largest["points"])
+
+
+def test_capped_scale_results_are_consistent() -> None:
+    """Under the memory cap, a run that finished stayed under it, and one that did not is recorded as such."""
+    results = render_page.load_results()
+    if "scale_capped" not in results:
+        pytest.skip("benchmarks/results/scale_capped.json is not committed")
+    r = results["scale_capped"]
+    assert render_page.missing_fields(r, render_page.FIELDS["scale_capped"]) == []
+    cap_mib = r["parameters"]["memory_limit_gib"] * 1024
+    for size in r["sizes"]:
+        runs = [run for e in size["engines"].values() for run in e["runs"]]
+        runs += [e for op in size["mapsmith"].values() for e in op["engines"].values()]
+        for run in runs:
+            if run["outcome"] == "finished":
+                assert run["peak_rss_mib"] <= cap_mib
+            else:
+                assert run["outcome"].startswith("ran out of memory") and "seconds" not in run

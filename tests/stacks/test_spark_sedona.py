@@ -741,3 +741,32 @@ def test_spark_engines_give_the_geopandas_rows_on_a_seeded_scatter(
     # A line lying inside overlapping squares is 0 m from each of them: a tie, which the lowest sid wins.
     counts = [_record(workspace, f"s1{e}.parquet")["parameters"]["x-mapsmith:join_counts"] for e in ("", "_gpd")]
     assert counts[0] == counts[1] and counts[0]["input_features_with_tied_nearest"] > 0
+
+
+# -- through MCP ---------------------------------------------------------------------------------
+
+
+@needs_spark
+def test_spatial_join_on_spark_through_a_real_mcp_client(workspace: Path) -> None:
+    """A stdio server started with MAPSMITH_STACK=sedona runs the join in its own Spark (its own JVM) and
+    answers with the hand rows' counts; its manifest is validated at teardown like every other."""
+    import anyio
+
+    from mcp_client import call, mcp_session
+
+    _write_fixtures(workspace)
+
+    async def conversation() -> Any:
+        env = {"MAPSMITH_STACK": "sedona", "MAPSMITH_SPARK_MASTER": "local[1]", "MAPSMITH_SPARK_DRIVER_MEMORY": "1g"}
+        async with mcp_session(workspace, **env) as (session, _):
+            return await call(session, "spatial_join", _join_args(predicate="intersects", how="left"))
+
+    reply = anyio.run(conversation)
+    assert not reply.is_error, reply.data
+    assert reply.data["engine"]["name"] == "apache-sedona"
+    assert reply.data["engine"]["x-mapsmith:components"]["spark_master"] == "local[1]"
+    # LEFT_INTERSECTS: p3 on the shared edge meets A and B, p4 meets nothing and keeps one empty row
+    assert reply.data["answer"]["output_features"] == len(LEFT_INTERSECTS) == 6
+    assert reply.data["answer"]["matched_pairs"] == 5
+    record = json.loads((workspace / "joined.parquet.provenance.json").read_text("utf-8"))
+    assert record["engine"]["name"] == "apache-sedona"

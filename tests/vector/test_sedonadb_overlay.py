@@ -1,8 +1,6 @@
-"""dissolve_layer on SedonaDB: the manifest says SedonaDB ran and why, or why it was passed over, and the
-union is GEOS's (the GeoPandas engine's vertices), worked out by hand on a local metre grid in EPSG:32610.
-
-overlay_layers has no SedonaDB engine (see sedonadb_ops' module docstring); test_engine_parity.py runs
-every registered engine of both operations against GeoPandas.
+"""dissolve_layer and overlay_layers (intersection) on SedonaDB: the manifest says SedonaDB ran and why, or
+why it was passed over, and the geometry is GEOS's (the GeoPandas engine's vertices), worked out by hand on a
+local metre grid in EPSG:32610. test_engine_parity.py runs every registered engine of both against GeoPandas.
 """
 
 from __future__ import annotations
@@ -150,3 +148,60 @@ def test_missing_sedonadb_passes_over_dissolve(make_app: Any, workspace: Path, m
         "engine": "sedonadb",
         "reason": "SedonaDB is not installed here (missing: sedonadb); fix: pip install 'mapsmith[sedona]'",
     }
+
+
+# -- overlay_layers, intersection ---------------------------------------------------------------
+
+
+@sedonadb_only
+def test_overlay_intersection_on_sedonadb_is_geopandas_piece_for_piece(make_app: Any, workspace: Path) -> None:
+    """Two adjacent 100 m squares (x 0..100 and 100..200) cut by a strip x 75..125 across both: two 25 x 100 m
+    pieces (2,500 m2 each), in input order, both layers' `name` suffixed _1/_2; then a seeded scatter compared
+    with GeoPandas row by row."""
+    import numpy as np
+    import shapely
+
+    _squares(workspace)
+    write_layer(workspace / "strip.parquet", [grid_box(75, -10, 125, 110)], UTM, name=["strip"], cut=[7])
+    sedona, geopandas = make_app(MAPSMITH_SEDONADB_MIN_FEATURES="0"), make_app()
+    args = {"input_path": "squares.parquet", "overlay_path": "strip.parquet", "how": "intersection"}
+    result = sedona.run("overlay_layers", {**args, "output_path": "cut.parquet"})
+    assert result.engine["name"] == "sedonadb"
+    out = read(workspace / "cut.parquet")
+    assert list(out.columns) == ["grp", "value", "name_1", "name_2", "cut", "geometry"]
+    assert list(out["name_1"]) == ["x", "y"] and list(out["name_2"]) == ["strip", "strip"]
+    assert list(out.geometry.area) == [pytest.approx(2500.0), pytest.approx(2500.0)]
+    record = manifest(workspace / "cut.parquet")
+    assert any("SedonaDB also computed each pair's intersection" in n for n in record["notes"])
+
+    rng = np.random.default_rng(20261130)
+    centres = rng.uniform(0, 1000, (60, 2))
+    blobs = [
+        shapely.buffer(shapely.Point(X0 + x, Y0 + y), r)
+        for (x, y), r in zip(centres, rng.uniform(20, 90, 60), strict=True)
+    ]
+    write_layer(workspace / "a.parquet", blobs[:30], UTM, k=list(range(30)))
+    write_layer(workspace / "b.parquet", blobs[30:], UTM, k=list(range(30, 60)))
+    scatter = {"input_path": "a.parquet", "overlay_path": "b.parquet", "how": "intersection"}
+    sedona.run("overlay_layers", {**scatter, "output_path": "s_sdb.parquet"})
+    geopandas.run("overlay_layers", {**scatter, "output_path": "s_gpd.parquet"})
+    got, ref = read(workspace / "s_sdb.parquet"), read(workspace / "s_gpd.parquet")
+    assert len(ref) > 5, "the scatter must overlap somewhere"
+    assert list(got.columns) == list(ref.columns)
+    assert list(got["k_1"]) == list(ref["k_1"]) and list(got["k_2"]) == list(ref["k_2"])
+    assert bool(shapely.equals_exact(got.geometry.values, ref.geometry.values, tolerance=0).all())
+
+
+@sedonadb_only
+def test_other_overlay_modes_and_default_sizes_pass_over_sedonadb(make_app: Any, workspace: Path) -> None:
+    _squares(workspace)
+    write_layer(workspace / "strip.parquet", [grid_box(75, -10, 125, 110)], UTM, cut=[7])
+    args = {"input_path": "squares.parquet", "overlay_path": "strip.parquet"}
+    make_app(MAPSMITH_SEDONADB_MIN_FEATURES="0").run(
+        "overlay_layers", {**args, "how": "union", "output_path": "u.parquet"}
+    )
+    (passed,) = manifest(workspace / "u.parquet")["x-mapsmith:engine_choice"]["passed_over"]
+    assert passed["engine"] == "sedonadb" and passed["reason"].startswith("how='union': SedonaDB's overlay engine")
+    make_app().run("overlay_layers", {**args, "how": "intersection", "output_path": "i.parquet"})
+    (passed,) = manifest(workspace / "i.parquet")["x-mapsmith:engine_choice"]["passed_over"]
+    assert passed["reason"].startswith("SedonaDB's overlay was never measured faster")

@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 
     # (polygon geometries, point geometries) -> (polygon rows, point rows) of the intersecting pairs
     PairFinder = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+    # (input geometries, join geometries, limit in their units or None) -> (input rows, join rows, distances)
+    # of every join row at exactly the least planar distance from each input row
+    PlanarNearest = Callable[[np.ndarray, np.ndarray, float | None], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 # spatial_join has two engines. The DuckDB engine works file to file (GeoParquet in, GeoParquet out;
 # both CRS equal; a predicate DuckDB Spatial evaluates as GEOS does); everything else goes to GeoPandas.
@@ -938,16 +941,23 @@ def spatial_join_duckdb(ctx: RunContext) -> None:
 # -- nearest_join -----------------------------------------------------------------------------
 
 
-def _nearest_candidates(ground: _Ground, max_metres: float | None) -> tuple[np.ndarray, np.ndarray]:
+def _nearest_candidates(
+    ground: _Ground, max_metres: float | None, planar_nearest: PlanarNearest | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(input row, join row) pairs that may be nearest: the planar nearest, and in the geodesic
-    case every join feature within GEODESIC_CANDIDATE_SLACK of it."""
+    case every join feature within GEODESIC_CANDIDATE_SLACK of it. ``planar_nearest`` replaces the
+    search for the planar nearest (another engine's); it must give what STRtree.query_nearest gives
+    with all_matches=True: every join row at exactly the least distance, within the limit if any."""
     import numpy as np
     import shapely
 
     geoms = ground.metric.frame.geometry.values
     tree = shapely.STRtree(ground.join.geometry.values)
     limit = ground.search_units(max_metres) if max_metres is not None else None
-    (left, right), dist = tree.query_nearest(geoms, max_distance=limit, return_distance=True, all_matches=True)
+    if planar_nearest is not None:
+        left, right, dist = planar_nearest(geoms, ground.join.geometry.values, limit)
+    else:
+        (left, right), dist = tree.query_nearest(geoms, max_distance=limit, return_distance=True, all_matches=True)
     if not ground.geodesic or len(left) == 0:
         return left, right
     firsts = np.unique(left)
@@ -958,10 +968,12 @@ def _nearest_candidates(ground: _Ground, max_metres: float | None) -> tuple[np.n
     return firsts[q_left], right
 
 
-def nearest_join(ctx: RunContext) -> None:
+def nearest_join(ctx: RunContext, planar_nearest: PlanarNearest | None = None) -> None:
+    """``planar_nearest``: another engine's search for the planar nearest (sedonadb_ops); the rest is this code."""
     import numpy as np
 
-    set_engine(ctx)
+    if planar_nearest is None:
+        set_engine(ctx)
     left = read_input(ctx)
     join = read_input(ctx, "join_path")
     _refuse_existing(ctx, left, ["distance_m"])
@@ -970,7 +982,7 @@ def nearest_join(ctx: RunContext) -> None:
     ground = _ground(ctx, left, join, "measured for nearest neighbours")
     n_left, n_join = len(left), len(join)
     if n_left and n_join:
-        cand_left, cand_right = _nearest_candidates(ground, max_m)
+        cand_left, cand_right = _nearest_candidates(ground, max_m, planar_nearest)
         dist = ground.metres(cand_left, cand_right)
     else:
         cand_left = cand_right = np.zeros(0, dtype=np.int64)

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
     # (geometries, group number of each, group count) -> the union of each group, as shapely.union_all gives it
     GroupUnion = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+    # (input layer, overlay layer) -> geopandas.overlay(how="intersection", keep_geom_type=False)'s frame
+    Intersection = Callable[[gpd.GeoDataFrame, gpd.GeoDataFrame], gpd.GeoDataFrame]
 
 REGISTRATIONS = (
     Registration("overlay_layers", "overlay_layers"),
@@ -227,11 +229,15 @@ def _flat_parts(geom: Any) -> list[Any]:
     return flat
 
 
-def overlay_layers(ctx: RunContext) -> None:
+def overlay_layers(
+    ctx: RunContext, intersection: Intersection | None = None, intersection_label: str = "geopandas.overlay"
+) -> None:
+    """``intersection``: another engine's pieces for how='intersection' (sedonadb_ops); the rest is this code."""
     import geopandas as gpd
     import shapely
 
-    set_engine(ctx)
+    if intersection is None:
+        set_engine(ctx)
     how = ctx.arguments["how"]
     left = read_input(ctx)
     right = align_to(ctx, read_input(ctx, "overlay_path"), left.crs, "overlay_path")
@@ -291,7 +297,11 @@ def overlay_layers(ctx: RunContext) -> None:
             )
         frames[key] = frame[~missing]
 
-    result = gpd.overlay(frames["input_path"], frames["overlay_path"], how=how, keep_geom_type=False)
+    if intersection is not None and how == "intersection":
+        result = intersection(frames["input_path"], frames["overlay_path"])
+    else:
+        intersection_label = "geopandas.overlay"
+        result = gpd.overlay(frames["input_path"], frames["overlay_path"], how=how, keep_geom_type=False)
 
     # keep_geom_type made explicit: polygons only, and every lower-dimension piece counted.
     kept: list[Any] = []
@@ -320,7 +330,7 @@ def overlay_layers(ctx: RunContext) -> None:
     ctx.parameters["x-mapsmith:lower_dimension_fragments_dropped"] = fragments
     ctx.parameters["x-mapsmith:renamed_fields"] = renamed
     ctx.notes.append(
-        f"geopandas.overlay(how={how!r}, keep_geom_type=False) gave {len(result)} pieces; MapSmith kept the "
+        f"{intersection_label}(how={how!r}, keep_geom_type=False) gave {len(result)} pieces; MapSmith kept the "
         f"polygonal part of each: {len(out)} written, {int(no_area.sum())} had no area at all (where the layers "
         f"only touch), {fragments} lower-dimension fragments (lines along shared edges, points at touching "
         "corners) were dropped"

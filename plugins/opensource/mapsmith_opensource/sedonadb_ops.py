@@ -1,4 +1,5 @@
-"""SedonaDB engines for the point-heavy joins: spatial_join, count_in_polygons, summarize_points_in_polygons.
+"""SedonaDB engines for the heavy vector work: spatial_join, count_in_polygons, summarize_points_in_polygons,
+dissolve_layer and overlay_layers (intersection).
 
 SedonaDB (Apache Sedona's single-machine engine, ``pip install 'mapsmith[sedona]'``) runs them on
 one of two paths, named in the manifest's notes:
@@ -17,18 +18,20 @@ Either way the results equal the GeoPandas engine's (tests/vector/test_engine_pa
 The router tries SedonaDB before DuckDB and GeoPandas (preference 40 > 30 > 20), and this module's
 ``sedonadb_eligible`` passes it over -- with the reason, which the manifest's
 ``x-mapsmith:engine_choice.passed_over`` keeps -- when sedonadb is not installed, when a CRS is
-unknown or the two differ, or when the inputs are too small to gain from it (see
-SEDONADB_MIN_FEATURES). This is an ``eligible`` check, not an extras ``requirement``: a missing
+unknown or the two differ, or when the inputs are too small to gain from it (DIRECT_MIN_FEATURES; the
+WKB path, never measured to gain, runs only when MAPSMITH_SEDONADB_MIN_FEATURES asks). This is an
+``eligible`` check, not an extras ``requirement``: a missing
 requirement drops an engine silently, and a data engineer asking "why did GeoPandas run?" should
 find "sedonadb is not installed" in the manifest.
 
 It must never import sedonadb when imported (start-up stays fast and sedonadb is optional).
 dissolve_layer runs on the WKB path too: overlay_ops' code groups, aggregates, checks and writes, and
 SedonaDB unions each group's geometries (see dissolve_layer_sedonadb for why with ST_UnaryUnion, not
-ST_Union_Agg). nearest_join and overlay_layers have no SedonaDB engine yet: nearest_join's tie rules and
-geodesic measures are GEOS/pyproj code the pair-search pattern does not cover (Sedona's ST_KNN, for
-one, measures from centroids where a geometry is not a point, which nearest_join does not), and
-overlay_layers is geopandas.overlay's own piecing, not built here.
+ST_Union_Agg). overlay_layers with how='intersection' too: SedonaDB finds the pairs and computes each
+pair's ST_Intersection (GEOS, as shapely), and overlay_ops' code does the rest; the other modes are
+geopandas.overlay's own piecing, not built here. nearest_join too: SedonaDB finds the planar nearest
+with exact distance joins over a widening radius (its ST_KNN measures from centroids where a geometry
+is not a point, so it is not used), and join_ops' code applies the tie rule and the geodesic measures.
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ SEDONADB_FIX = mapsmith_sedona.SEDONADB_FIX
 DIRECT_MIN_FEATURES = 1_000_000
 WKB_MIN_FEATURES: int | None = None
 DISSOLVE_MIN_FEATURES: int | None = None
+OVERLAY_MIN_FEATURES: int | None = None  # overlay_layers' intersection on SedonaDB: not measured either
+NEAREST_MIN_FEATURES: int | None = None  # nearest_join's planar search on SedonaDB: not measured either
 SEDONADB_MIN_FEATURES = DIRECT_MIN_FEATURES  # the smallest default threshold (what `server_info` readers see)
 MIN_FEATURES_ENV = "MAPSMITH_SEDONADB_MIN_FEATURES"  # overrides the threshold (tests set it to 0)
 # join_ops' predicate names (the GeoPandas engine's) -> the SQL functions SedonaDB shares with DuckDB
@@ -109,6 +114,20 @@ REGISTRATIONS = (
         engine=ENGINE,
         preference=SEDONADB_PREFERENCE,
         eligible="dissolve_layer_eligible",
+    ),
+    Registration(
+        "nearest_join",
+        "nearest_join_sedonadb",
+        engine=ENGINE,
+        preference=SEDONADB_PREFERENCE,
+        eligible="nearest_join_eligible",
+    ),
+    Registration(
+        "overlay_layers",
+        "overlay_layers_sedonadb",
+        engine=ENGINE,
+        preference=SEDONADB_PREFERENCE,
+        eligible="overlay_layers_eligible",
     ),
 )
 
@@ -645,3 +664,198 @@ def dissolve_layer_sedonadb(ctx: RunContext) -> None:
     ctx.engine_components.update(engine_versions())
     ctx.notes.append(DISSOLVE_PATH_NOTE)
     overlay_ops.dissolve_layer(ctx, union_groups=sedonadb_union_groups, union_label=UNION_LABEL)
+
+
+# -- overlay_layers (how='intersection'): pairs and pieces by SedonaDB ---------------------------
+
+OVERLAY_LABEL = "SedonaDB (ST_Intersects join, ST_Intersection per pair)"
+
+
+def overlay_layers_eligible(ctx: RunContext) -> str | None:
+    """Why SedonaDB cannot take this overlay (the intersection only; installed? one known CRS? asked for?)."""
+    how = ctx.arguments.get("how")
+    if how != "intersection":
+        return (
+            f"how={how!r}: SedonaDB's overlay engine does the intersection only; the other modes' pieces "
+            "(differences of each polygon with everything it meets) are geopandas.overlay's"
+        )
+    return _eligible(ctx, ("input_path", "overlay_path"), OVERLAY_MIN_FEATURES, "SedonaDB's overlay")
+
+
+def sedonadb_intersections(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(left row, right row, their intersection) for every intersecting pair, sorted by both rows."""
+    import uuid
+
+    import numpy as np
+    import shapely
+
+    if len(left) == 0 or len(right) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.empty(0, dtype=object)
+    sd = _connection()
+    suffix = uuid.uuid4().hex
+    names = (f"mapsmith_left_{suffix}", f"mapsmith_right_{suffix}")
+    try:
+        sd.create_data_frame(_table(left)).to_view(names[0])
+        sd.create_data_frame(_table(right)).to_view(names[1])
+        found = sd.sql(
+            f"SELECT l.n AS i, r.n AS j, ST_AsBinary(ST_Intersection(l.g, r.g)) AS x "
+            f"FROM {names[0]} AS l JOIN {names[1]} AS r ON ST_Intersects(l.g, r.g)"
+        ).to_arrow_table()
+    finally:
+        for name in names:
+            try:
+                sd.drop_view(name)
+            except Exception:  # never registered (the failure above is the one to report)
+                pass
+    i = found.column("i").to_numpy().astype(np.int64)
+    j = found.column("j").to_numpy().astype(np.int64)
+    pieces = shapely.from_wkb(found.column("x").to_numpy(zero_copy_only=False))
+    order = np.lexsort((j, i))  # the order of geopandas' sorted index query: input row, then overlay row
+    return i[order], j[order], pieces[order]
+
+
+def sedonadb_overlay_intersection(first: gpd.GeoDataFrame, second: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
+    """geopandas.overlay(first, second, how="intersection", keep_geom_type=False) with the pair search and
+    the intersections done by SedonaDB: the same pieces in the same order, fields suffixed _1/_2 where the
+    layers share a name, the geometry column last. The inputs are valid (overlay_layers refuses others)."""
+    import geopandas as gpd
+    import numpy as np
+    import pandas as pd
+    import shapely
+
+    a, b = first.total_bounds, second.total_bounds
+    boxes_meet = a[0] <= b[2] and b[0] <= a[2] and a[1] <= b[3] and b[1] <= a[3]
+    if boxes_meet:
+        i, j, pieces = sedonadb_intersections(first.geometry.values, second.geometry.values)
+    else:
+        i, j, pieces = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.empty(0, dtype=object)
+    polygonal = np.isin(shapely.get_type_id(pieces), (3, 6))  # Polygon, MultiPolygon
+    pieces[polygonal] = shapely.make_valid(pieces[polygonal])  # as geopandas does to polygonal pieces
+    left = first.drop(columns=first.geometry.name).reset_index(drop=True).take(i).reset_index(drop=True)
+    right = second.drop(columns=second.geometry.name).reset_index(drop=True).take(j).reset_index(drop=True)
+    shared = set(left.columns) & set(right.columns)
+    left = left.rename(columns={c: f"{c}_1" for c in shared})
+    right = right.rename(columns={c: f"{c}_2" for c in shared})
+    frame = pd.concat([left, right], axis=1)
+    frame["geometry"] = gpd.GeoSeries(pieces, crs=first.crs)
+    return gpd.GeoDataFrame(frame, geometry="geometry", crs=first.crs)
+
+
+def overlay_layers_sedonadb(ctx: RunContext) -> None:
+    """overlay_layers(how='intersection') with the pairs and pieces from SedonaDB; everything else is overlay_ops'."""
+    keys = ("input_path", "overlay_path")
+    _set_engine(ctx, keys)
+    ctx.notes.append(
+        f"{WKB_PATH_NOTE}; SedonaDB also computed each pair's intersection (ST_Intersection, GEOS as in shapely)"
+    )
+    overlay_ops.overlay_layers(ctx, intersection=sedonadb_overlay_intersection, intersection_label=OVERLAY_LABEL)
+
+
+# -- nearest_join: the planar nearest by SedonaDB's distance join ---------------------------------
+
+NEAREST_ROUND_FACTOR = 4.0  # each search round widens the radius this much
+
+
+def nearest_join_eligible(ctx: RunContext) -> str | None:
+    return _eligible(ctx, ("input_path", "join_path"), NEAREST_MIN_FEATURES, "SedonaDB's nearest search")
+
+
+def _extent_diagonal(*geoms: np.ndarray) -> float:
+    import numpy as np
+    import shapely
+
+    boxes = np.array([shapely.total_bounds(g) for g in geoms if len(g)])
+    if not len(boxes) or np.isnan(boxes).all():
+        return 0.0
+    x0, y0 = np.nanmin(boxes[:, 0]), np.nanmin(boxes[:, 1])
+    x1, y1 = np.nanmax(boxes[:, 2]), np.nanmax(boxes[:, 3])
+    return float(np.hypot(x1 - x0, y1 - y0))
+
+
+def sedonadb_planar_nearest(
+    left: np.ndarray, right: np.ndarray, limit: float | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What shapely's STRtree.query_nearest(all_matches=True, max_distance=limit) gives, from SedonaDB.
+
+    SedonaDB's KNN join measures from centroids where a geometry is not a point, so this uses exact
+    distance joins (ST_DWithin, ST_Distance: GEOS, as shapely) over a radius that widens each round.
+    An input row is settled in the first round that finds any join row within the radius: its nearest
+    lies within that radius too, so every row at the least distance has been found. The last round's
+    radius is the diagonal of both layers' extent, which holds every pair.
+    """
+    import uuid
+
+    import numpy as np
+    import shapely
+
+    none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))
+    usable_left = ~(shapely.is_missing(left) | shapely.is_empty(left))
+    usable_right = ~(shapely.is_missing(right) | shapely.is_empty(right))
+    if not usable_left.any() or not usable_right.any():
+        return none
+    diagonal = _extent_diagonal(left[usable_left], right[usable_right])
+    if limit is not None:
+        radii = [float(limit)]
+    else:
+        minx, miny, maxx, maxy = shapely.total_bounds(right[usable_right])
+        spacing = max(float(np.sqrt(max((maxx - minx) * (maxy - miny), 0.0) / usable_right.sum())), diagonal * 1e-6)
+        radii = []
+        radius = spacing
+        while radius < diagonal:
+            radii.append(radius)
+            radius *= NEAREST_ROUND_FACTOR
+        radii.append(max(diagonal, spacing))
+    sd = _connection()
+    suffix = uuid.uuid4().hex
+    names = (f"mapsmith_left_{suffix}", f"mapsmith_right_{suffix}")
+    found_i, found_j, found_d = [], [], []
+    pending = np.flatnonzero(usable_left)
+    try:
+        sd.create_data_frame(_table(right)).to_view(names[1])
+        for radius in radii:
+            if not len(pending):
+                break
+            subset = np.full(len(left), None, dtype=object)
+            subset[pending] = left[pending]
+            try:
+                sd.drop_view(names[0])
+            except Exception:  # the first round has no view yet
+                pass
+            sd.create_data_frame(_table(subset)).to_view(names[0])
+            got = sd.sql(
+                f"SELECT l.n AS i, r.n AS j, ST_Distance(l.g, r.g) AS d FROM {names[0]} AS l "
+                f"JOIN {names[1]} AS r ON ST_DWithin(l.g, r.g, {radius!r})"
+            ).to_arrow_table()
+            i = got.column("i").to_numpy().astype(np.int64)
+            j = got.column("j").to_numpy().astype(np.int64)
+            d = got.column("d").to_numpy().astype(float)
+            if len(i):
+                least = np.full(len(left), np.inf)
+                np.minimum.at(least, i, d)
+                keep = d == least[i]  # every join row at exactly the least distance, as all_matches=True
+                found_i.append(i[keep])
+                found_j.append(j[keep])
+                found_d.append(d[keep])
+            pending = np.setdiff1d(pending, i)
+    finally:
+        for name in names:
+            try:
+                sd.drop_view(name)
+            except Exception:  # never registered (the failure above is the one to report)
+                pass
+    if not found_i:
+        return none
+    i, j, d = np.concatenate(found_i), np.concatenate(found_j), np.concatenate(found_d)
+    order = np.lexsort((j, i))  # STRtree's order: input row, then tree row
+    return i[order], j[order], d[order]
+
+
+def nearest_join_sedonadb(ctx: RunContext) -> None:
+    """nearest_join with the planar nearest found by SedonaDB; tie rule, geodesic measures and the rest are
+    join_ops' code."""
+    _set_engine(ctx, ("input_path", "join_path"))
+    ctx.notes.append(
+        f"{WKB_PATH_NOTE}; the planar nearest was found with exact distance joins (ST_DWithin over a radius "
+        f"widened {NEAREST_ROUND_FACTOR:g}x a round, ST_Distance), not ST_KNN, which measures from centroids"
+    )
+    join_ops.nearest_join(ctx, planar_nearest=sedonadb_planar_nearest)
