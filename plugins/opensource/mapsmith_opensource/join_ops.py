@@ -1152,7 +1152,6 @@ def validate_summarize_points(ctx: RunContext) -> None:
 
 def summarize_points_in_polygons(ctx: RunContext, find_pairs: PairFinder = intersecting_pairs) -> None:
     import numpy as np
-    import pandas as pd
 
     if find_pairs is intersecting_pairs:
         set_engine(ctx)
@@ -1163,24 +1162,44 @@ def summarize_points_in_polygons(ctx: RunContext, find_pairs: PairFinder = inter
     null_column = f"{name}_null_count"
     found = _points_in_polygons(ctx, [*columns.values(), null_column], value_field=name, find_pairs=find_pairs)
     values = found.points[name].to_numpy(dtype=float, na_value=np.nan)[found.point_rows]
+    null_points = int(found.points[name].isna().sum())
+    finish_summary(ctx, found.polygons, found.polygon_rows, values, null_points, found.counts)
+
+
+def finish_summary(
+    ctx: RunContext,
+    polygons: gpd.GeoDataFrame,
+    polygon_rows: np.ndarray,
+    values: np.ndarray,
+    null_points: int,
+    counts: dict[str, int],
+) -> None:
+    """summarize_points_in_polygons from its (polygon row, value) pairs, whichever engine found them:
+    the statistics per polygon, nulls left out and counted, the records, the answer, the output."""
+    import numpy as np
+    import pandas as pd
+
+    name = ctx.arguments["field"]
+    statistics = _parse_statistics(ctx.arguments["statistics"])
+    columns = {s: f"{name}_{s}" for s in statistics}
+    null_column = f"{name}_null_count"
     present = ~np.isnan(values)
-    n = len(found.polygons)
+    n = len(polygons)
     grouped = (
-        pd.DataFrame({"polygon": found.polygon_rows[present], "value": values[present]})
+        pd.DataFrame({"polygon": polygon_rows[present], "value": values[present]})
         .groupby("polygon")["value"]
         .agg(list(STATISTICS))
         .reindex(range(n))
     )
-    out = found.polygons.copy()
+    out = polygons.copy()
     for statistic, column in columns.items():
         series = grouped[statistic]
         if statistic in ("sum", "count"):
             series = series.fillna(0)  # over no values: the empty sum and count
         out[column] = series.astype("int64" if statistic == "count" else float).to_numpy()
-    out[null_column] = np.bincount(found.polygon_rows[~present], minlength=n).astype("int64")
-    null_points = int(found.points[name].isna().sum())
+    out[null_column] = np.bincount(polygon_rows[~present], minlength=n).astype("int64")
     counted_nulls = int((~present).sum())
-    counts = {**found.counts, "points_with_null_value": null_points, "null_values_in_polygons": counted_nulls}
+    counts = {**counts, "points_with_null_value": null_points, "null_values_in_polygons": counted_nulls}
     ctx.parameters["x-mapsmith:join_counts"] = counts
     ctx.notes.append(
         f"null values of {name!r} are left out of every statistic ({', '.join(statistics)}) and counted per "

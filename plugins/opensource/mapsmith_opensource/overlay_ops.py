@@ -440,20 +440,13 @@ def _dissolve_with(work: gpd.GeoDataFrame, keys: list[str], aggfunc: Any, union_
     return out.join(data).reset_index()
 
 
-def dissolve_layer(
-    ctx: RunContext, union_groups: GroupUnion | None = None, union_label: str = "shapely.union_all"
-) -> None:
-    """``union_groups``: another engine's union per group (sedonadb_ops); everything else stays this code."""
-    import pandas as pd
-    import shapely
-
-    if union_groups is None:
-        set_engine(ctx)
-    info = ctx.inputs["input_path"]
+def dissolve_plan(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
+    """The keys and the declared aggregations of a dissolve, after every argument and field refusal, in
+    the order the engines share (the Spark engine calls it too)."""
     given = ctx.arguments["input_path"]
     keys = _parse_by_fields(ctx.arguments.get("by_fields"))
     declared = _parse_aggregations(ctx.arguments.get("aggregations"), keys)
-    fields = list(info.fields)
+    fields = list(ctx.inputs["input_path"].fields)
     for argument, names in (("by_fields", keys), ("aggregations", list(declared))):
         for name in names:
             if name not in fields:
@@ -475,6 +468,50 @@ def dissolve_layer(
                 hint="use first, last, min, max or count for a non-numeric field (a text field of digits is not "
                 "read as numbers)",
             )
+    return keys, declared
+
+
+def dissolve_notes(
+    ctx: RunContext,
+    keys: list[str],
+    features: int,
+    groups: int,
+    union_label: str,
+    declared: dict[str, str],
+    dropped: list[str],
+    null_count: int,
+) -> None:
+    """The notes of a dissolve, whichever engine unioned the groups (the Spark engine's too)."""
+    ctx.notes.append(
+        (f"grouped by {', '.join(keys)}" if keys else "every feature dissolved into one")
+        + f": {features} features into {groups} (geometries unioned with {union_label}: overlaps count once, "
+        "duplicate points collapse, lines are split where they cross)"
+    )
+    if declared:
+        ctx.notes.append(
+            "aggregated: "
+            + ", ".join(f"{n} by {f}" for n, f in declared.items())
+            + " (nulls are skipped; first/last are the first/last non-null value in input order; a sum over only "
+            "nulls is null, not 0)"
+        )
+    if dropped:
+        ctx.notes.append(f"fields not aggregated and not written (no aggregation declared): {', '.join(dropped)}")
+    if null_count:
+        ctx.notes.append(f"{null_count} features have a null key; they form their own group (null_keys='group')")
+
+
+def dissolve_layer(
+    ctx: RunContext, union_groups: GroupUnion | None = None, union_label: str = "shapely.union_all"
+) -> None:
+    """``union_groups``: another engine's union per group (sedonadb_ops); everything else stays this code."""
+    import pandas as pd
+    import shapely
+
+    if union_groups is None:
+        set_engine(ctx)
+    keys, declared = dissolve_plan(ctx)
+    fields = list(ctx.inputs["input_path"].fields)
+    families = _field_families(ctx, "input_path")
 
     gdf = read_input(ctx)
     geometry = gdf.geometry.name
@@ -525,22 +562,7 @@ def dissolve_layer(
 
     ctx.parameters["x-mapsmith:fields_dropped"] = dropped
     ctx.parameters["x-mapsmith:null_key_features"] = null_count
-    ctx.notes.append(
-        (f"grouped by {', '.join(keys)}" if keys else "every feature dissolved into one")
-        + f": {len(gdf)} features into {len(out)} (geometries unioned with {union_label}: overlaps count once, "
-        "duplicate points collapse, lines are split where they cross)"
-    )
-    if declared:
-        ctx.notes.append(
-            "aggregated: "
-            + ", ".join(f"{n} by {f}" for n, f in declared.items())
-            + " (nulls are skipped; first/last are the first/last non-null value in input order; a sum over only "
-            "nulls is null, not 0)"
-        )
-    if dropped:
-        ctx.notes.append(f"fields not aggregated and not written (no aggregation declared): {', '.join(dropped)}")
-    if null_count:
-        ctx.notes.append(f"{null_count} features have a null key; they form their own group (null_keys='group')")
+    dissolve_notes(ctx, keys, len(gdf), len(out), union_label, declared, dropped, null_count)
     write_output(ctx, out)
     _check_count(
         ctx,

@@ -36,6 +36,7 @@ is not a point, so it is not used), and join_ops' code applies the tie rule and 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ from mapsmith_opensource.common import engine_versions, read_input, record_input
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     import geopandas as gpd
@@ -264,6 +266,28 @@ def _table(geoms: np.ndarray) -> Any:
     return pa.table({"n": pa.array(np.arange(len(geoms), dtype=np.int64)), "g": ga.wkb().wrap_array(wkb)})
 
 
+@contextmanager
+def _geometry_views(*layers: np.ndarray) -> Iterator[list[str]]:
+    """Each array of geometries as a SedonaDB view (row position ``n``, geometry ``g``) under a name of
+    its own, dropped afterwards: concurrent runs never see each other's views."""
+    import uuid
+
+    sd = _connection()
+    names: list[str] = []
+    try:
+        for layer in layers:
+            name = f"mapsmith_{uuid.uuid4().hex}"
+            sd.create_data_frame(_table(layer)).to_view(name)
+            names.append(name)
+        yield names
+    finally:
+        for name in names:
+            try:
+                sd.drop_view(name)
+            except Exception:  # a failure inside is the one to report
+                pass
+
+
 def sedonadb_pairs(
     left: np.ndarray, right: np.ndarray, predicate: str, distance: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -272,28 +296,17 @@ def sedonadb_pairs(
     The geometries are passed without a CRS: the callers have put both in one CRS, and every
     predicate here is planar in it (dwithin's distance is in that CRS's units, as in GeoPandas).
     """
-    import uuid
-
     import numpy as np
 
     if len(left) == 0 or len(right) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    sd = _connection()
-    suffix = uuid.uuid4().hex
-    names = (f"mapsmith_left_{suffix}", f"mapsmith_right_{suffix}")
     args = "l.g, r.g" + (f", {float(distance)!r}" if predicate == "dwithin" else "")
-    try:
-        sd.create_data_frame(_table(left)).to_view(names[0])
-        sd.create_data_frame(_table(right)).to_view(names[1])
-        found = sd.sql(
-            f"SELECT l.n AS i, r.n AS j FROM {names[0]} AS l JOIN {names[1]} AS r ON {PREDICATES[predicate]}({args})"
-        ).to_arrow_table()
-    finally:
-        for name in names:
-            try:
-                sd.drop_view(name)
-            except Exception:  # never registered (the failure above is the one to report)
-                pass
+    with _geometry_views(left, right) as (lv, rv):
+        found = (
+            _connection()
+            .sql(f"SELECT l.n AS i, r.n AS j FROM {lv} AS l JOIN {rv} AS r ON {PREDICATES[predicate]}({args})")
+            .to_arrow_table()
+        )
     i = found.column("i").to_numpy().astype(np.int64)
     j = found.column("j").to_numpy().astype(np.int64)
     order = np.lexsort((j, i))  # SedonaDB returns pairs in no promised order
@@ -530,8 +543,6 @@ def count_in_polygons_sedonadb(ctx: RunContext) -> None:
 
 def summarize_points_in_polygons_sedonadb(ctx: RunContext) -> None:
     """join_ops.summarize_points_in_polygons on the direct path: the same statistics, from the pairs."""
-    import numpy as np
-    import pandas as pd
 
     _set_engine(ctx, ("input_path", "points_path"))
     name = ctx.arguments["field"]
@@ -544,46 +555,7 @@ def summarize_points_in_polygons_sedonadb(ctx: RunContext) -> None:
     null_column = f"{name}_null_count"
     found = _direct_points_in_polygons(ctx, [*columns.values(), null_column], name)
     assert found.values is not None
-    values = found.values
-    present = ~np.isnan(values)
-    n = len(found.polygons)
-    grouped = (
-        pd.DataFrame({"polygon": found.polygon_rows[present], "value": values[present]})
-        .groupby("polygon")["value"]
-        .agg(list(join_ops.STATISTICS))
-        .reindex(range(n))
-    )
-    out = found.polygons.copy()
-    for statistic, column in columns.items():
-        series = grouped[statistic]
-        if statistic in ("sum", "count"):
-            series = series.fillna(0)  # over no values: the empty sum and count
-        out[column] = series.astype("int64" if statistic == "count" else float).to_numpy()
-    out[null_column] = np.bincount(found.polygon_rows[~present], minlength=n).astype("int64")
-    null_points = found.scan.null_values
-    counted_nulls = int((~present).sum())
-    counts = {**found.counts, "points_with_null_value": null_points, "null_values_in_polygons": counted_nulls}
-    ctx.parameters["x-mapsmith:join_counts"] = counts
-    ctx.notes.append(
-        f"null values of {name!r} are left out of every statistic ({', '.join(statistics)}) and counted per "
-        f"polygon in {null_column}; {null_points} points have no value; over no values sum and count are 0 "
-        "and mean, min and max are empty"
-    )
-    if counted_nulls:
-        ctx.warn(
-            "NULL_VALUES_EXCLUDED",
-            f"{counted_nulls} (polygon, point) pairs had no value of {name!r} and were left out of the statistics",
-            f"see {null_column} per polygon; fill the missing values first if they should count",
-        )
-    ctx.answer = {
-        **counts,
-        "field": name,
-        "statistics": statistics,
-        "boundary_rule": join_ops.BOUNDARY_RULE,
-        "rows": join_ops._rows(out),
-        "rows_truncated": len(out) > join_ops.MAX_ANSWER_ROWS,
-    }
-    join_ops.write_output(ctx, out)
+    join_ops.finish_summary(ctx, found.polygons, found.polygon_rows, found.values, found.scan.null_values, found.counts)
 
 
 # -- dissolve_layer, groups unioned by SedonaDB --------------------------------------------------
@@ -619,7 +591,6 @@ def sedonadb_union_groups(geoms: np.ndarray, groups: np.ndarray, count: int) -> 
     Each group goes to SedonaDB as one collection of its geometries in input order (shapely.union_all
     unions such a collection; None is left out of it, and a group with none is an empty collection).
     """
-    import uuid
 
     import numpy as np
     import shapely
@@ -634,16 +605,8 @@ def sedonadb_union_groups(geoms: np.ndarray, groups: np.ndarray, count: int) -> 
     if len(present):
         shapely.geometrycollections(geoms[present], indices=groups[present], out=collections)
     collections[shapely.is_missing(collections)] = shapely.GeometryCollection()
-    sd = _connection()
-    name = f"mapsmith_groups_{uuid.uuid4().hex}"
-    try:
-        sd.create_data_frame(_table(collections)).to_view(name)
-        found = sd.sql(f"SELECT n, ST_AsBinary(ST_UnaryUnion(g)) AS u FROM {name}").to_arrow_table()
-    finally:
-        try:
-            sd.drop_view(name)
-        except Exception:  # never registered (the failure above is the one to report)
-            pass
+    with _geometry_views(collections) as (view,):
+        found = _connection().sql(f"SELECT n, ST_AsBinary(ST_UnaryUnion(g)) AS u FROM {view}").to_arrow_table()
     out[found.column("n").to_numpy()] = shapely.from_wkb(found.column("u").to_numpy(zero_copy_only=False))
     return out
 
@@ -684,29 +647,21 @@ def overlay_layers_eligible(ctx: RunContext) -> str | None:
 
 def sedonadb_intersections(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(left row, right row, their intersection) for every intersecting pair, sorted by both rows."""
-    import uuid
 
     import numpy as np
     import shapely
 
     if len(left) == 0 or len(right) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.empty(0, dtype=object)
-    sd = _connection()
-    suffix = uuid.uuid4().hex
-    names = (f"mapsmith_left_{suffix}", f"mapsmith_right_{suffix}")
-    try:
-        sd.create_data_frame(_table(left)).to_view(names[0])
-        sd.create_data_frame(_table(right)).to_view(names[1])
-        found = sd.sql(
-            f"SELECT l.n AS i, r.n AS j, ST_AsBinary(ST_Intersection(l.g, r.g)) AS x "
-            f"FROM {names[0]} AS l JOIN {names[1]} AS r ON ST_Intersects(l.g, r.g)"
-        ).to_arrow_table()
-    finally:
-        for name in names:
-            try:
-                sd.drop_view(name)
-            except Exception:  # never registered (the failure above is the one to report)
-                pass
+    with _geometry_views(left, right) as (lv, rv):
+        found = (
+            _connection()
+            .sql(
+                f"SELECT l.n AS i, r.n AS j, ST_AsBinary(ST_Intersection(l.g, r.g)) AS x "
+                f"FROM {lv} AS l JOIN {rv} AS r ON ST_Intersects(l.g, r.g)"
+            )
+            .to_arrow_table()
+        )
     i = found.column("i").to_numpy().astype(np.int64)
     j = found.column("j").to_numpy().astype(np.int64)
     pieces = shapely.from_wkb(found.column("x").to_numpy(zero_copy_only=False))
@@ -783,7 +738,6 @@ def sedonadb_planar_nearest(
     lies within that radius too, so every row at the least distance has been found. The last round's
     radius is the diagonal of both layers' extent, which holds every pair.
     """
-    import uuid
 
     import numpy as np
     import shapely
@@ -805,27 +759,23 @@ def sedonadb_planar_nearest(
             radii.append(radius)
             radius *= NEAREST_ROUND_FACTOR
         radii.append(max(diagonal, spacing))
-    sd = _connection()
-    suffix = uuid.uuid4().hex
-    names = (f"mapsmith_left_{suffix}", f"mapsmith_right_{suffix}")
     found_i, found_j, found_d = [], [], []
     pending = np.flatnonzero(usable_left)
-    try:
-        sd.create_data_frame(_table(right)).to_view(names[1])
+    with _geometry_views(right) as (rv,):
         for radius in radii:
             if not len(pending):
                 break
             subset = np.full(len(left), None, dtype=object)
             subset[pending] = left[pending]
-            try:
-                sd.drop_view(names[0])
-            except Exception:  # the first round has no view yet
-                pass
-            sd.create_data_frame(_table(subset)).to_view(names[0])
-            got = sd.sql(
-                f"SELECT l.n AS i, r.n AS j, ST_Distance(l.g, r.g) AS d FROM {names[0]} AS l "
-                f"JOIN {names[1]} AS r ON ST_DWithin(l.g, r.g, {radius!r})"
-            ).to_arrow_table()
+            with _geometry_views(subset) as (lv,):
+                got = (
+                    _connection()
+                    .sql(
+                        f"SELECT l.n AS i, r.n AS j, ST_Distance(l.g, r.g) AS d FROM {lv} AS l "
+                        f"JOIN {rv} AS r ON ST_DWithin(l.g, r.g, {radius!r})"
+                    )
+                    .to_arrow_table()
+                )
             i = got.column("i").to_numpy().astype(np.int64)
             j = got.column("j").to_numpy().astype(np.int64)
             d = got.column("d").to_numpy().astype(float)
@@ -837,12 +787,6 @@ def sedonadb_planar_nearest(
                 found_j.append(j[keep])
                 found_d.append(d[keep])
             pending = np.setdiff1d(pending, i)
-    finally:
-        for name in names:
-            try:
-                sd.drop_view(name)
-            except Exception:  # never registered (the failure above is the one to report)
-                pass
     if not found_i:
         return none
     i, j, d = np.concatenate(found_i), np.concatenate(found_j), np.concatenate(found_d)

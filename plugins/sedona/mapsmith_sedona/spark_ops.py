@@ -793,35 +793,9 @@ def dissolve_eligible(ctx: RunContext) -> str | None:
 def _dissolve_plan(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
     """The GeoPandas engine's argument and field refusals (overlay_ops), in the same order: the keys and
     the declared aggregations."""
-    from mapsmith.errors import InputError
     from mapsmith_opensource import overlay_ops
 
-    given = ctx.arguments["input_path"]
-    keys = overlay_ops._parse_by_fields(ctx.arguments.get("by_fields"))
-    declared = overlay_ops._parse_aggregations(ctx.arguments.get("aggregations"), keys)
-    fields = list(ctx.inputs["input_path"].fields)
-    for argument, names in (("by_fields", keys), ("aggregations", list(declared))):
-        for name in names:
-            if name not in fields:
-                raise overlay_ops._field_not_found(argument, name, fields, given)
-    overlay_ops._require_one_family(ctx, ["input_path"], "dissolve_layer")
-    families = overlay_ops._field_families(ctx, "input_path")
-    for name, function in declared.items():
-        if function in overlay_ops.NUMERIC_AGGREGATIONS and families.get(name) not in ("integer", "real"):
-            raise InputError(
-                f"{function} needs numbers; the field {name!r} of {given} holds {families.get(name)} values",
-                code="FIELD_NOT_NUMERIC",
-                evidence={
-                    "argument": "aggregations",
-                    "field": name,
-                    "aggregation": function,
-                    "type": families.get(name),
-                    "path": given,
-                },
-                hint="use first, last, min, max or count for a non-numeric field (a text field of digits is not "
-                "read as numbers)",
-            )
-    return keys, declared
+    return overlay_ops.dissolve_plan(ctx)
 
 
 def validate_dissolve(ctx: RunContext) -> None:
@@ -940,22 +914,9 @@ def dissolve_layer_spark(ctx: RunContext) -> None:
         if keys
         else "one group for the whole layer",
     )
-    ctx.notes.append(
-        (f"grouped by {', '.join(keys)}" if keys else "every feature dissolved into one")
-        + f": {n_rows} features into {written} (geometries unioned with Sedona's ST_Union_Aggr on Spark: overlaps "
-        "count once, duplicate points collapse, lines are split where they cross)"
+    overlay_ops.dissolve_notes(
+        ctx, keys, n_rows, written, "Sedona's ST_Union_Aggr on Spark", declared, dropped, null_count
     )
-    if declared:
-        ctx.notes.append(
-            "aggregated: "
-            + ", ".join(f"{n} by {f}" for n, f in declared.items())
-            + " (nulls are skipped; first/last are the first/last non-null value in input order; a sum over only "
-            "nulls is null, not 0)"
-        )
-    if dropped:
-        ctx.notes.append(f"fields not aggregated and not written (no aggregation declared): {', '.join(dropped)}")
-    if null_count:
-        ctx.notes.append(f"{null_count} features have a null key; they form their own group (null_keys='group')")
     assert ctx.temp_output is not None
     rows = _rows(ctx.temp_output, geom)
     for row, n in zip(rows, sizes, strict=False):
