@@ -21,6 +21,7 @@ import uuid
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from mapsmith import __version__
@@ -283,43 +284,13 @@ def export_map(
             evidence={"path": output_path},
             hint="write inside the workspace",
         )
-    if resolved.suffix.lower() not in EXPORT_SUFFIXES:
-        raise OutputError(
-            f"{output_path}: export_map writes .html, not {resolved.suffix or '(no extension)'}",
-            code="OUTPUT_FORMAT_UNSUPPORTED",
-            evidence={"path": output_path, "format": resolved.suffix.lower()},
-            hint="choose an output ending in .html",
-        )
     inputs = _resolve_inputs(app, paths)
-    for key, _, path in inputs:
-        if path.resolve() == resolved.resolve():
-            raise OutputError(
-                f"output_path is the same file as {key}; an input is never overwritten",
-                code="OUTPUT_IS_INPUT",
-                evidence={"path": output_path, "argument": key},
-                hint="write to a new path",
-            )
-    if resolved.is_dir():
-        raise OutputError(
-            f"{output_path} is a directory",
-            code="OUTPUT_IS_DIRECTORY",
-            evidence={"path": output_path},
-            hint="write to a file path inside the workspace, for example 'map.html'",
-        )
-    if not resolved.parent.is_dir():
-        raise OutputError(
-            f"the folder of output_path does not exist: {resolved.parent}",
-            code="OUTPUT_FOLDER_MISSING",
-            evidence={"path": output_path},
-            hint="write into an existing folder",
-        )
-    if resolved.exists() and not overwrite:
-        raise OutputError(
-            f"{output_path} exists already",
-            code="OUTPUT_EXISTS",
-            evidence={"path": output_path},
-            hint="choose a new output_path, or pass overwrite=true to replace it (its manifest is replaced too)",
-        )
+    # The runner's own output checks (format, an input, a folder, a missing folder, an existing file,
+    # a name too long for what is written beside it), with export_map as the operation.
+    from mapsmith.runner import _check_output_path
+
+    export = SimpleNamespace(name="export_map", output_formats=EXPORT_SUFFIXES, output_kind="document:html")
+    _check_output_path(export, resolved, {key: path for key, _, path in inputs}, overwrite, output_path)  # type: ignore[arg-type]
     data = preview_map(app, [given for _, given, _ in inputs], max_features_per_layer, simplify_meters, background)
     html = panel_html(data)
     checks = _html_checks(html, data, len(inputs))
