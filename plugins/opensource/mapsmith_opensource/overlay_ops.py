@@ -229,6 +229,37 @@ def _flat_parts(geom: Any) -> list[Any]:
     return flat
 
 
+def overlay_fields(how: str, left_fields: list[str], right_fields: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """The fields an overlay writes, and those both layers carry with their suffixed names; refused before any
+    engine runs when a suffixed name is taken or two output fields would share a name (every engine calls it)."""
+    shared = [c for c in left_fields if c in right_fields]
+    renamed: dict[str, list[str]] = {}
+    if how != "difference":  # difference carries input_path's fields only
+        for name in shared:
+            taken = [t for s in OVERLAY_SUFFIXES if (t := _taken(name + s, left_fields + right_fields))]
+            if taken:
+                raise InputError(
+                    f"both layers have a field {name!r}, which the overlay renames to {name}_1 and {name}_2, "
+                    f"but {taken[0]!r} exists already",
+                    code="FIELD_NAME_CLASH",
+                    evidence={
+                        "field": name,
+                        "taken": taken,
+                        "input_fields": left_fields,
+                        "overlay_fields": right_fields,
+                    },
+                    hint=f"rename {name!r} or {taken[0]!r} in one of the layers first",
+                )
+            renamed[name] = [name + s for s in OVERLAY_SUFFIXES]
+    output_fields = [f"{n}{OVERLAY_SUFFIXES[0]}" if n in renamed else n for n in left_fields]
+    if how != "difference":
+        output_fields += [f"{n}{OVERLAY_SUFFIXES[1]}" if n in renamed else n for n in right_fields]
+    _refuse_name_clashes(
+        output_fields, f"the {how} of the two layers", {"input_fields": left_fields, "overlay_fields": right_fields}
+    )
+    return renamed, output_fields
+
+
 def overlay_layers(
     ctx: RunContext, intersection: Intersection | None = None, intersection_label: str = "geopandas.overlay"
 ) -> None:
@@ -257,31 +288,7 @@ def overlay_layers(
     # already taken would make two fields of one name, so that is refused before the engine runs.
     left_fields = [c for c in left.columns if c != "geometry"]
     right_fields = [c for c in right.columns if c != "geometry"]
-    shared = [c for c in left_fields if c in right_fields]
-    renamed: dict[str, list[str]] = {}
-    if how != "difference":  # difference carries input_path's fields only
-        for name in shared:
-            taken = [t for s in OVERLAY_SUFFIXES if (t := _taken(name + s, left_fields + right_fields))]
-            if taken:
-                raise InputError(
-                    f"both layers have a field {name!r}, which the overlay renames to {name}_1 and {name}_2, "
-                    f"but {taken[0]!r} exists already",
-                    code="FIELD_NAME_CLASH",
-                    evidence={
-                        "field": name,
-                        "taken": taken,
-                        "input_fields": left_fields,
-                        "overlay_fields": right_fields,
-                    },
-                    hint=f"rename {name!r} or {taken[0]!r} in one of the layers first",
-                )
-            renamed[name] = [name + s for s in OVERLAY_SUFFIXES]
-    output_fields = [f"{n}{OVERLAY_SUFFIXES[0]}" if n in renamed else n for n in left_fields]
-    if how != "difference":
-        output_fields += [f"{n}{OVERLAY_SUFFIXES[1]}" if n in renamed else n for n in right_fields]
-    _refuse_name_clashes(
-        output_fields, f"the {how} of the two layers", {"input_fields": left_fields, "overlay_fields": right_fields}
-    )
+    renamed, output_fields = overlay_fields(how, left_fields, right_fields)
 
     without_geometry = {}
     frames = {}

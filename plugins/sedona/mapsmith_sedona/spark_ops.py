@@ -960,40 +960,11 @@ def overlay_eligible(ctx: RunContext) -> str | None:
 
 def _overlay_fields(ctx: RunContext, how: str) -> tuple[list[str], list[str], dict[str, list[str]]]:
     """input_path's and overlay_path's fields and the renames of the shared ones: overlay_ops' rules."""
-    from mapsmith.errors import InputError
     from mapsmith_opensource import overlay_ops
 
     left_fields = list(ctx.inputs["input_path"].fields)
     right_fields = list(ctx.inputs["overlay_path"].fields)
-    shared = [c for c in left_fields if c in right_fields]
-    renamed: dict[str, list[str]] = {}
-    if how != "difference":
-        for name in shared:
-            taken = [
-                t
-                for s in overlay_ops.OVERLAY_SUFFIXES
-                if (t := overlay_ops._taken(name + s, left_fields + right_fields))
-            ]
-            if taken:
-                raise InputError(
-                    f"both layers have a field {name!r}, which the overlay renames to {name}_1 and {name}_2, "
-                    f"but {taken[0]!r} exists already",
-                    code="FIELD_NAME_CLASH",
-                    evidence={
-                        "field": name,
-                        "taken": taken,
-                        "input_fields": left_fields,
-                        "overlay_fields": right_fields,
-                    },
-                    hint=f"rename {name!r} or {taken[0]!r} in one of the layers first",
-                )
-            renamed[name] = [name + s for s in overlay_ops.OVERLAY_SUFFIXES]
-    output_fields = [f"{n}{overlay_ops.OVERLAY_SUFFIXES[0]}" if n in renamed else n for n in left_fields]
-    if how != "difference":
-        output_fields += [f"{n}{overlay_ops.OVERLAY_SUFFIXES[1]}" if n in renamed else n for n in right_fields]
-    overlay_ops._refuse_name_clashes(
-        output_fields, f"the {how} of the two layers", {"input_fields": left_fields, "overlay_fields": right_fields}
-    )
+    renamed, _ = overlay_ops.overlay_fields(how, left_fields, right_fields)
     return left_fields, right_fields, renamed
 
 
