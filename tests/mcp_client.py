@@ -34,10 +34,16 @@ async def mcp_session(workspace: Path, **env: str) -> AsyncIterator[tuple[Any, A
 @dataclass
 class Reply:
     is_error: bool
-    data: dict[str, Any]  # structured_content
+    data: dict[str, Any]  # structured_content on success; on an error, its JSON text (no structured content)
     text: dict[str, Any]  # the same reply parsed from its text content, for clients that read only text
 
 
 async def call(session: Any, tool: str, arguments: dict[str, Any], **kwargs: Any) -> Reply:
     result = await session.call_tool(tool, arguments, **kwargs)
-    return Reply(bool(result.is_error), result.structured_content or {}, json.loads(result.content[0].text))
+    text = json.loads(result.content[0].text)
+    if result.is_error:
+        # A refusal must never carry structuredContent: the TypeScript SDK validates it against the tool's
+        # success schema and throws the refusal away (mapsmith.server._error says why).
+        assert result.structured_content is None, f"{tool}: an error result carried structuredContent"
+        return Reply(True, text, text)
+    return Reply(False, result.structured_content or {}, text)

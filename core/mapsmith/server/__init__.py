@@ -230,9 +230,17 @@ def _ok(data: dict[str, Any]) -> CallToolResult:
 
 
 def _error(exc: MapSmithError) -> CallToolResult:
+    """A refusal as JSON text only, with no ``structuredContent``.
+
+    A tool's ``outputSchema`` describes its successful result; the TypeScript SDK's client validates any
+    ``structuredContent`` it receives against that schema, errors included, and throws the whole result
+    away (-32602) when it does not match, while it skips validation for ``isError`` results that carry
+    none. The Python SDK skips validation for every error. Text-only errors therefore reach every
+    conforming client with their code, message, hint and evidence, and each success schema stays exact.
+    """
     data = exc.to_dict()
     text = json.dumps(data, indent=2, default=str, ensure_ascii=False)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data, is_error=True)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 REPLY_MODELS: dict[str, type[_Reply]] = {
