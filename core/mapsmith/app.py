@@ -188,6 +188,20 @@ class MapSmith:
             "lineage": self._relative_records(lineage_to_dict(walk_lineage(resolved, search))),
         }
 
+    # -- the map panel (mapsmith.mapview) -------------------------------------------------------
+
+    def preview_map(self, paths: Any, **options: Any) -> dict[str, Any]:
+        """Datasets drawn for the map panel (``mapsmith.mapview.preview_map``)."""
+        from mapsmith import mapview
+
+        return mapview.preview_map(self, paths, **options)
+
+    def export_map(self, paths: Any, output_path: Any, overwrite: bool = False, **options: Any) -> dict[str, Any]:
+        """The map panel as one standalone HTML file with a manifest (``mapsmith.mapview.export_map``)."""
+        from mapsmith import mapview
+
+        return mapview.export_map(self, paths, output_path, overwrite, **options)
+
     # -- plans, lineage, replay (mapsmith.plans, mapsmith.provenance.replay) -------------------
 
     def validate_plan(self, plan: Mapping[str, Any]) -> dict[str, Any]:

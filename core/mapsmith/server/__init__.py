@@ -465,19 +465,13 @@ def build_server(app: MapSmith) -> Server[Any]:
         return {k: args[k] for k in ("max_features_per_layer", "simplify_meters", "background") if k in args}
 
     async def preview_map(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
-        from mapsmith import mapview
-
         paths = args.get("paths")
-        return await anyio.to_thread.run_sync(lambda: mapview.preview_map(app, paths, **map_arguments(args)))
+        return await anyio.to_thread.run_sync(lambda: app.preview_map(paths, **map_arguments(args)))
 
     async def export_map(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
-        from mapsmith import mapview
-
         paths, output = args.get("paths"), args.get("output_path")
         overwrite = bool(args.get("overwrite", False))
-        return await anyio.to_thread.run_sync(
-            lambda: mapview.export_map(app, paths, output, overwrite, **map_arguments(args))
-        )
+        return await anyio.to_thread.run_sync(lambda: app.export_map(paths, output, overwrite, **map_arguments(args)))
 
     handlers.update(
         preview_map=preview_map,
