@@ -1,22 +1,50 @@
-"""Developer and CI sessions. `nox` alone runs what CI runs: lint, typecheck, tests, qgis, spark, browser, demo.
+"""Developer and CI sessions. `nox` alone runs what CI runs: the sessions marked * in `nox --list`.
 
 Every session installs MapSmith from this checkout into a fresh virtual environment, so a
-dependency that is not declared in pyproject.toml fails here as it would for a user.
+dependency that is not declared in pyproject.toml fails here as it would for a user. What comes from
+the OS (QGIS, Chromium, bubblewrap, Node.js) is installed with apt-get when it is missing and the
+session runs as root on a Debian-family machine, as CI does.
 """
 
 import os
 import shutil
+import subprocess
+from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "typecheck", "tests", "qgis", "spark", "browser", "demo"]
+nox.options.sessions = ["lint", "typecheck", "tests", "qgis", "spark", "browser", "clients", "demo"]
 nox.options.reuse_existing_virtualenvs = False
 PYTHON = "3.11"
+ROOT = Path(__file__).resolve().parent
+CLIENTS_NODE = ROOT / "tests" / "clients" / "node"  # package.json + package-lock.json: the pinned npm clients
+IMAGE = "mapsmith:nox"
+
+
+def _apt_install(session: nox.Session, binary: str, *packages: str, required: bool = True) -> None:
+    """Install OS packages with apt-get when ``binary`` is not in /usr/bin or /bin and we are root on Debian.
+
+    Otherwise a required package fails the session with the command that installs it; an optional one
+    only warns (the tests that need it skip and say why).
+    """
+    if shutil.which(binary, path="/usr/bin:/bin") is not None:
+        return
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {"DEBIAN_FRONTEND": "noninteractive"}
+        session.run("apt-get", "update", "-q", external=True, env=env)
+        session.run("apt-get", "install", "-y", "-q", "--no-install-recommends", *packages, external=True, env=env)
+        return
+    message = f"{binary} is not installed: apt-get install --no-install-recommends {' '.join(packages)} (as root)"
+    if required:
+        session.error(message)
+    session.warn(message)
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The whole test suite on the core and the opensource stack (stack detection included)."""
+    # Engines run inside a bubblewrap sandbox where it is available.
+    _apt_install(session, "bwrap", "bubblewrap", required=False)
     session.install(".[test]")
     # The real-QGIS and Spark tests run in the qgis and spark sessions; here they would only repeat or skip.
     # ... and the map panel's headless-Chromium tests in the browser session.
@@ -24,6 +52,8 @@ def tests(session: nox.Session) -> None:
         "--ignore-glob=tests/stacks/test_qgis_*.py",
         "--ignore=tests/stacks/test_spark_sedona.py",
         "--ignore-glob=tests/mapview/test_browser*.py",
+        # ... and the npm MCP clients and the install tests in the clients session.
+        "--ignore=tests/clients",
     ]
     session.run("pytest", "-q", *ignored, *session.posargs)
 
@@ -36,19 +66,14 @@ def qgis(session: nox.Session) -> None:
     session runs as root (as CI does), it is installed with apt-get (about 2 minutes); otherwise the
     session fails and says how to install it: these tests never skip here.
     """
-    if shutil.which("qgis_process.bin", path="/usr/bin:/bin") is None:
-        if os.geteuid() == 0 and shutil.which("apt-get"):
-            env = {"DEBIAN_FRONTEND": "noninteractive"}
-            session.run("apt-get", "update", "-q", external=True, env=env)
-            session.run("apt-get", "install", "-y", "-q", "--no-install-recommends", "qgis", external=True, env=env)
-        else:
-            session.error("QGIS is not installed: apt-get install --no-install-recommends qgis (as root)")
+    _apt_install(session, "qgis_process.bin", "qgis")
     session.install(".[test,qgis]")
     session.run(
         "pytest",
         "-q",
         "-rs",
         "tests/stacks/test_qgis_algorithms.py",
+        "tests/stacks/test_qgis_catalogue.py",
         "tests/stacks/test_qgis_dual_stack.py",
         "tests/stacks/test_qgis_mcp.py",
         *session.posargs,
@@ -85,13 +110,7 @@ def browser(session: nox.Session) -> None:
     on a Debian-family machine (as CI does), it is installed with apt-get; otherwise the session fails
     and says how. Screenshots are copied to $MAPSMITH_TEST_ARTIFACTS when it is set.
     """
-    if shutil.which("chromium", path="/usr/bin:/bin") is None:
-        if os.geteuid() == 0 and shutil.which("apt-get"):
-            env = {"DEBIAN_FRONTEND": "noninteractive"}
-            session.run("apt-get", "update", "-q", external=True, env=env)
-            session.run("apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium", external=True, env=env)
-        else:
-            session.error("Chromium is not installed: apt-get install --no-install-recommends chromium (as root)")
+    _apt_install(session, "chromium", "chromium")
     session.install(".[test,browser]")
     session.run(
         "pytest",
@@ -100,6 +119,69 @@ def browser(session: nox.Session) -> None:
         "tests/mapview/test_browser_map_panel.py",
         *session.posargs,
         env={"MAPSMITH_BROWSER_REQUIRED": "1"},
+    )
+
+
+@nox.session(python=PYTHON)
+def clients(session: nox.Session) -> None:
+    """Real MCP clients from npm (Inspector CLI 0.15, 0.22, 2.12) over stdio and HTTP; installing by wheel, uvx, pipx.
+
+    Node.js and npm come from the OS (installed with apt-get as root when missing); ``npm ci`` installs the
+    clients pinned in tests/clients/node/package-lock.json, Node 22 for the 2.x line among them (the npm
+    ``node`` package), into this session's folder. These tests never skip here.
+    """
+    _apt_install(session, "npm", "nodejs", "npm")
+    session.install(".", "pytest", "uv", "pipx")
+    node_dir = Path(session.virtualenv.location) / "node-clients"
+    node_dir.mkdir(exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(CLIENTS_NODE / name, node_dir / name)
+    session.run("npm", "ci", "--prefix", str(node_dir), "--no-audit", "--no-fund", external=True)
+    session.run(
+        "pytest",
+        "-q",
+        "-rs",
+        "tests/clients",
+        "--ignore=tests/clients/test_container.py",  # the container session's
+        *session.posargs,
+        env={"MAPSMITH_CLIENTS_REQUIRED": "1", "MAPSMITH_NODE_CLIENTS": str(node_dir)},
+    )
+
+
+def _container_engine() -> tuple[str | None, str]:
+    """The first container engine whose daemon answers, or None and why none does (the engines' own words)."""
+    reasons = []
+    for engine in ("docker", "podman"):
+        path = shutil.which(engine)
+        if path is None:
+            reasons.append(f"{engine}: not installed")
+            continue
+        done = subprocess.run([path, "info"], capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode == 0:
+            return path, ""
+        last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
+        reasons.append(f"{engine}: `{engine} info` exited {done.returncode}: {last[0]}")
+    return None, "; ".join(reasons)
+
+
+@nox.session(python=PYTHON)
+def container(session: nox.Session) -> None:
+    """Build the Dockerfile (every open stack) and smoke-test the image over stdio and HTTP; skips without an engine.
+
+    Not in the default sessions: CI machines may have no container engine (and no registry to pull the
+    base image from). Pass ``-- --no-cache`` style options to the build after ``--``.
+    """
+    engine, reason = _container_engine()
+    if engine is None:
+        session.skip(f"no container engine answers ({reason})")
+    session.run(engine, "build", "--target", "runtime", "-t", IMAGE, *session.posargs, ".", external=True)
+    session.install(".[test]")
+    session.run(
+        "pytest",
+        "-q",
+        "-rs",
+        "tests/clients/test_container.py",
+        env={"MAPSMITH_CONTAINER_IMAGE": IMAGE, "MAPSMITH_CONTAINER_ENGINE": engine},
     )
 
 

@@ -347,7 +347,7 @@ def breakdown(stats: pstats.Stats, implementations: list[str]) -> dict[str, Any]
     }
     input_digest = p.cum("mapsmith/app.py", "digest")
     output_digest = p.cum("mapsmith/provenance/digests.py", "dataset_digest", caller="_record")
-    record = p.cum("mapsmith/runner.py", "_record")
+    record = p.cum("mapsmith/run_records.py", "output_record")
     overhead = {
         # Every read input is scanned for validity (and spatial_join refuses invalid inputs: a second scan).
         "input validity scan": p.cum("mapsmith_opensource/common.py", "_report_input_validity") + refusal_scan,

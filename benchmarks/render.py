@@ -22,271 +22,47 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+# The page's parts sit beside this file; the docs test loads this file by path, as a script would run it.
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from render_fields import (  # noqa: E402
+    DISCOVERY_FIELDS,
+    FIELDS,
+    RASTER_SLOPE_FIELDS,
+    RASTER_ZONAL_FIELDS,
+    SCALE_FIELDS,
+    SEDONA_FIELDS,
+    STARTUP_FIELDS,
+    VECTOR_BUFFER_FIELDS,
+    VECTOR_SPATIAL_JOIN_FIELDS,
+    missing_fields,
+)
+from render_startup import seconds as _s  # noqa: E402
+from render_startup import startup_section  # noqa: E402
+
+__all__ = [
+    "DISCOVERY_FIELDS",
+    "FIELDS",
+    "RASTER_SLOPE_FIELDS",
+    "RASTER_ZONAL_FIELDS",
+    "SCALE_FIELDS",
+    "SEDONA_FIELDS",
+    "STARTUP_FIELDS",
+    "VECTOR_BUFFER_FIELDS",
+    "VECTOR_SPATIAL_JOIN_FIELDS",
+    "load_results",
+    "missing_fields",
+    "render",
+]
+
 RESULTS_DIR = HERE / "results"
 PAGE = HERE.parent / "docs" / "benchmarks.md"
-
-# The fields of results/startup.json the page reads; the docs test checks a results file has them.
-STARTUP_FIELDS: dict[str, tuple[str, ...]] = {
-    "": (
-        "command",
-        "date",
-        "machine",
-        "runs",
-        "tools_listed",
-        "server",
-        "interpreter_floor",
-        "sdk_import",
-        "target",
-        "engines_imported_before_a_tool_call",
-    ),
-    "machine": ("nproc", "python", "platform", "mapsmith_version", "mcp_sdk_version", "load_average_1min"),
-    "server": ("median_seconds", "min_seconds", "max_seconds", "runs_seconds"),
-    "interpreter_floor": ("command", "median_seconds", "min_seconds", "max_seconds", "runs_seconds"),
-    "sdk_import": ("command", "median_seconds", "min_seconds", "max_seconds", "runs_seconds"),
-    "target": ("median_seconds", "met"),
-}
-
-_MACHINE = ("nproc", "memory_gib", "python", "platform", "mapsmith_version", "engines", "load_average_1min")
-_SERIES = ("what", "median_seconds", "min_seconds", "max_seconds", "runs_seconds", "peak_rss_mib", "peak_rss_mib_runs")
-_BREAKDOWN = ("method", "run_seconds", "engine_seconds", "overhead_seconds", "overhead_total_seconds")
-
-# The fields of results/vector_buffer.json the page reads (a dotted section is a nested object).
-VECTOR_BUFFER_FIELDS: dict[str, tuple[str, ...]] = {
-    "": (
-        "command",
-        "date",
-        "machine",
-        "code",
-        "input",
-        "output",
-        "parameters",
-        "runs",
-        "order",
-        "baseline",
-        "mapsmith",
-        "outputs_identical",
-        "ratio",
-        "target",
-    ),
-    "machine": _MACHINE,
-    "code": ("commit", "uncommitted_changes"),
-    "input": ("features", "format", "crs", "bytes"),
-    "output": ("format", "bytes", "features"),
-    "parameters": ("distance_meters", "segments_per_quarter_circle"),
-    "baseline": (*_SERIES, "phases_median_seconds", "setup_seconds_median"),
-    "mapsmith": (*_SERIES, "engine", "status", "setup_seconds_median"),
-    "target": ("max_ratio", "met"),
-}
-# ... and of results/vector_spatial_join.json.
-VECTOR_SPATIAL_JOIN_FIELDS: dict[str, tuple[str, ...]] = {
-    "": (
-        "command",
-        "date",
-        "machine",
-        "code",
-        "inputs",
-        "parameters",
-        "runs",
-        "order",
-        "engines",
-        "result",
-        "fastest_raw_engine",
-        "ratio",
-        "target",
-    ),
-    "machine": _MACHINE,
-    "code": ("commit", "uncommitted_changes"),
-    "inputs": ("points", "polygons", "format", "crs"),
-    "inputs.points": ("features", "bytes"),
-    "inputs.polygons": ("features", "vertices_each", "bytes"),
-    "parameters": ("predicate", "how"),
-    "engines": ("geopandas", "duckdb", "mapsmith"),
-    "engines.geopandas": _SERIES,
-    "engines.duckdb": (*_SERIES, "threads"),
-    "engines.mapsmith": (*_SERIES, "engine", "status", "setup_seconds_median"),
-    "result": ("same_result", "by_engine"),
-    "target": ("max_ratio", "met"),
-}
-# ... of results/raster_zonal.json (from bench_zonal.py).
-RASTER_ZONAL_FIELDS: dict[str, tuple[str, ...]] = {
-    "": (
-        "command",
-        "date",
-        "machine",
-        "code",
-        "process",
-        "description",
-        "input",
-        "runs",
-        "series",
-        "naive",
-        "mapsmith_status",
-        "ratios",
-        "targets",
-        "agreement",
-    ),
-    "machine": _MACHINE,
-    "code": ("commit", "uncommitted_changes"),
-    "input": (
-        "raster_width",
-        "raster_height",
-        "dtype",
-        "polygons",
-        "cell_metres",
-        "crs",
-        "tiling",
-        "polygon_span_cells",
-    ),
-    "naive": ("polygons_timed", "seconds_timed", "extrapolated"),
-    "ratios": ("speedup_vs_naive", "overhead_vs_engine"),
-    "targets": ("peak_memory_under_mib", "met_memory", "speedup_at_least", "met_speedup"),
-    "agreement": ("max_abs_mean_difference", "mean_abs_mean_difference_vs_naive", "why_naive_differs"),
-}
-# ... of results/raster_slope.json (from bench_terrain.py).
-RASTER_SLOPE_FIELDS: dict[str, tuple[str, ...]] = {
-    "": (
-        "command",
-        "date",
-        "machine",
-        "code",
-        "process",
-        "description",
-        "input",
-        "runs",
-        "series",
-        "ratio_vs_engine",
-        "target",
-        "agreement",
-    ),
-    "machine": _MACHINE,
-    "code": ("commit", "uncommitted_changes"),
-    "input": ("width", "height", "dtype", "cell_size_m", "crs", "encoding", "terrain"),
-    "target": ("ratio_at_most", "met"),
-    "agreement": ("max_abs_difference_interior", "same_valid_cells", "cells_compared"),
-}
-# ... of results/discovery.json (from bench_discovery.py).
-DISCOVERY_FIELDS: dict[str, tuple[str, ...]] = {
-    "": ("command", "date", "machine", "code", "description", "searches", "passes", "series", "target"),
-    "machine": ("nproc", "python", "platform", "mapsmith_version", "load_average_1min"),
-    "code": ("commit", "uncommitted_changes"),
-    "target": (
-        "real_catalog_median_ms",
-        "real_catalog_met",
-        "synthetic_entries",
-        "synthetic_median_ms",
-        "synthetic_met",
-    ),
-}
-# ... of results/sedona.json (from bench_sedona.py).
-SEDONA_FIELDS: dict[str, tuple[str, ...]] = {
-    "": ("command", "measured_at", "machine", "code", "parameters", "pair_search", "mapsmith_spatial_join"),
-    "machine": ("nproc", "python", "platform", "mapsmith_version", "engines"),
-    "code": ("commit", "uncommitted_changes"),
-    "parameters": ("features", "polygons", "runs", "how", "predicate"),
-}
-# ... of results/scale.json (from bench_scale.py).
-SCALE_FIELDS: dict[str, tuple[str, ...]] = {
-    "": ("command", "measured_at", "machine", "code", "parameters", "sizes", "not_run"),
-    "machine": ("nproc", "memory_gib", "python", "platform", "mapsmith_version", "engines"),
-    "code": ("commit", "uncommitted_changes"),
-    "parameters": ("polygons", "predicate", "how", "spark_driver_memory", "timeout_seconds"),
-}
-# Each results file the page shows, with the fields it needs.
-FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
-    "startup": STARTUP_FIELDS,
-    "vector_buffer": VECTOR_BUFFER_FIELDS,
-    "vector_spatial_join": VECTOR_SPATIAL_JOIN_FIELDS,
-    "raster_zonal": RASTER_ZONAL_FIELDS,
-    "raster_slope": RASTER_SLOPE_FIELDS,
-    "discovery": DISCOVERY_FIELDS,
-    "sedona": SEDONA_FIELDS,
-    "scale": SCALE_FIELDS,
-    "scale_capped": SCALE_FIELDS,
-}
 
 
 def load_results(results_dir: Path = RESULTS_DIR) -> dict[str, dict[str, Any]]:
     """Every results file, by name without ``.json``."""
     return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(results_dir.glob("*.json"))}
-
-
-def missing_fields(result: dict[str, Any], fields: dict[str, tuple[str, ...]] = STARTUP_FIELDS) -> list[str]:
-    """The dotted names of the fields the page needs that ``result`` lacks."""
-    missing = []
-    for section, names in fields.items():
-        holder: Any = result
-        for part in section.split(".") if section else ():
-            holder = holder.get(part) if isinstance(holder, dict) else None
-        for name in names:
-            if not isinstance(holder, dict) or name not in holder:
-                missing.append(f"{section}.{name}" if section else name)
-    return missing
-
-
-def _s(seconds: float) -> str:
-    return f"{seconds:.3f}"
-
-
-def _row(label: str, command: str, summary: dict[str, Any]) -> str:
-    return (
-        f"| {label} | `{command}` | {_s(summary['median_seconds'])} | {_s(summary['min_seconds'])} | "
-        f"{_s(summary['max_seconds'])} |"
-    )
-
-
-def _startup(r: dict[str, Any]) -> list[str]:
-    m, target = r["machine"], r["target"]
-    engines = r["engines_imported_before_a_tool_call"]
-    lines = [
-        "## Cold start: spawn to `tools/list`",
-        "",
-        f"Seconds from spawning `python -m mapsmith` to the answer of `tools/list` over stdio, through the MCP "
-        f"SDK's own stdio client (`initialize`, then `list_tools`), a fresh server process for each of "
-        f"{r['runs']} runs; the server listed {r['tools_listed']} tools. The two floors below it are timed "
-        "the same number of times in fresh processes.",
-        "",
-        "| what | command | median (s) | min (s) | max (s) |",
-        "|---|---|---:|---:|---:|",
-        _row("server start to `tools/list`", "python -m mapsmith", r["server"]),
-        _row("MCP SDK import (floor for any SDK server)", r["sdk_import"]["command"], r["sdk_import"]),
-        _row("interpreter start (floor)", r["interpreter_floor"]["command"], r["interpreter_floor"]),
-        "",
-        f"Target: median under {target['median_seconds']} s on this machine: "
-        f"**{'met' if target['met'] else 'not met'}**.",
-        "",
-        f"Engine modules imported before any tool call: {', '.join(f'`{e}`' for e in engines) or 'none'}.",
-        "",
-        f"All runs (s): {', '.join(_s(t) for t in r['server']['runs_seconds'])}.",
-        "",
-    ]
-    breakdown = r.get("breakdown")
-    if breakdown:
-        lines += [
-            "### Where the time goes",
-            "",
-            "The phases of `python -m mapsmith` before it serves, timed once in one fresh process:",
-            "",
-            "| phase | seconds |",
-            "|---|---:|",
-            *(f"| `{name}` | {_s(sec)} |" for name, sec in breakdown["phases_seconds"].items()),
-            "",
-            f"Import time by top-level package, from `{breakdown['imports']['command']}` "
-            f"({_s(breakdown['imports']['total_seconds'])} s in all, one run):",
-            "",
-            "| package | seconds |",
-            "|---|---:|",
-            *(f"| `{name}` | {_s(sec)} |" for name, sec in breakdown["imports"]["by_package_seconds"].items()),
-            "",
-        ]
-    lines += [
-        f"Machine: {m['nproc']} CPUs, {m['platform']}, Python {m['python']}; mapsmith {m['mapsmith_version']}, "
-        f"MCP SDK {m['mcp_sdk_version']}. Measured {r['date']}; 1-minute load average "
-        f"{m['load_average_1min']['before']} before the timed runs, {m['load_average_1min']['after']} after.",
-        "",
-        f"Produced by `{r['command']}`.",
-        "",
-    ]
-    return lines
 
 
 def _mb(n_bytes: int) -> str:
@@ -728,7 +504,7 @@ def render(results: dict[str, dict[str, Any]] | None = None) -> str:
         "",
     ]
     if "startup" in results:
-        lines += _startup(results["startup"])
+        lines += startup_section(results["startup"])
     if "vector_buffer" in results:
         lines += _vector_buffer(results["vector_buffer"])
     if "vector_spatial_join" in results:

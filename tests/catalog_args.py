@@ -73,8 +73,10 @@ def _sample(workspace: Path, stem: str, kind: str, family: str, layer: str | Non
     if kind == "table":
         path = workspace / f"{stem}.csv"
         if not path.exists():
-            rows = zip(*SAMPLE_FIELDS.values(), strict=True)
-            path.write_text(",".join(SAMPLE_FIELDS) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+            # lon/lat columns too, so an operation that makes points from a table has coordinates to read
+            fields = {**SAMPLE_FIELDS, "lon": [-123.0, -122.99], "lat": [45.14, 45.15]}
+            rows = zip(*fields.values(), strict=True)
+            path.write_text(",".join(fields) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
         return path.name
     path = workspace / f"{stem}_{family}.gpkg"
     if not path.exists():

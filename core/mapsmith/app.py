@@ -3,13 +3,17 @@
 The MCP server and the CLI are thin shells around this object; tests use it directly. Building it
 reads ``MAPSMITH_STACK``, ``MAPSMITH_FALLBACK_STACK``, ``MAPSMITH_WORKSPACE`` and
 ``MAPSMITH_ALLOW_REMOTE`` once. It must stay cheap to build: engines are imported only when an
-operation runs or ``server_info`` asks for their versions.
+operation runs (``server_info`` reads their versions from install metadata, ``mapsmith._compat``),
+and a toolbox such as QGIS's ``qgis:`` algorithms loads only when one of its names is asked for.
+Diagnostics go through the standard ``logging`` module, to stderr only: on stdio, stdout is the protocol.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,43 @@ INPUT_KINDS = ("vector", "raster", "any", "none")
 OUTPUT_KINDS = ("dataset:vector", "dataset:raster", "answer", "description")
 # Configuration that changes how GDAL/PROJ read data; recorded in every manifest when set.
 RECORDED_ENVIRONMENT_PREFIXES = ("GDAL_", "GTIFF_", "OGR_", "CPL_", "PROJ_")
+log = logging.getLogger("mapsmith")
+# How a stack's availability details say one of its engines cannot run (see startup_warnings).
+ENGINE_NOT_USABLE = "not usable: "
+
+
+def configure_logging(stream: Any = None) -> None:
+    """Send the ``mapsmith`` loggers' warnings (``MAPSMITH_LOG_LEVEL`` to change) to stderr, once.
+
+    For the ``mapsmith`` command only: a program embedding MapSmith configures logging itself.
+    Never stdout: on stdio that is the MCP protocol stream.
+    """
+    if log.handlers:
+        return
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(logging.Formatter("mapsmith: %(levelname)s: %(message)s"))
+    log.addHandler(handler)
+    level = os.environ.get("MAPSMITH_LOG_LEVEL", "WARNING").strip().upper()
+    log.setLevel(level if level in logging.getLevelNamesMapping() else logging.WARNING)
+    log.propagate = False
+
+
+def announce_startup(app: MapSmith) -> list[dict[str, str]]:
+    """Say once, on stderr, what a user must fix about how the server was started; return the same notices.
+
+    Called by the ``mapsmith`` command right after building the service (before serving); a second
+    call says nothing again. Today:
+    a selected or fallback stack that is unavailable here, with its fix. ``server_info`` reports the
+    same notices under ``warnings`` every time it is asked.
+    """
+    configure_logging()
+    notices = app.startup_warnings()
+    if app.startup_announced:
+        return notices
+    app.startup_announced = True
+    for notice in notices:
+        log.warning("%s Fix: %s", notice["message"], notice["hint"])
+    return notices
 
 
 class MapSmith:
@@ -47,6 +88,7 @@ class MapSmith:
         self.host = PluginHost(self.environ, extra_plugins, load_entry_points)
         self.router = Router.from_env(self.host, self.environ)
         self.workspace = Workspace.from_env(self.environ)
+        self.startup_announced = False  # announce_startup says its warnings once per service
 
     # -- services used by the runner -----------------------------------------------------------
 
@@ -75,7 +117,53 @@ class MapSmith:
     ) -> OperationResult:
         return run_operation(self, operation, arguments, progress)
 
+    def startup_warnings(self) -> list[dict[str, str]]:
+        """A selected (or fallback) stack that cannot run here, or one of its engines that cannot: reason and fix.
+
+        An engine a stack reports in its availability details as ``"not usable: <why>; fix: <command>"``
+        (the sedona stack's Spark engine without Java or jars) is a warning of its own: the stack runs,
+        that engine's operations will be refused.
+        """
+        out = []
+        roles = (("MAPSMITH_STACK", self.router.stack), ("MAPSMITH_FALLBACK_STACK", self.router.fallback_stack))
+        for role, name in roles:
+            if name is None:
+                continue
+            avail = self.router.availability(name)
+            if not avail.available:
+                out.append(
+                    {
+                        "code": "STACK_UNAVAILABLE",
+                        "message": f"{role}={name} selects the {name} stack, which is not available here: "
+                        f"{(avail.reason or 'no reason given').rstrip('.')}.",
+                        "hint": avail.fix or f"install the {name} stack, or choose another with {role}",
+                    }
+                )
+                continue
+            for engine, detail in sorted(avail.details.items()):
+                text = str(detail)
+                if not text.startswith(ENGINE_NOT_USABLE):
+                    continue
+                why, _, fix = text[len(ENGINE_NOT_USABLE) :].partition("; fix: ")
+                out.append(
+                    {
+                        "code": "STACK_ENGINE_UNAVAILABLE",
+                        "message": f"{role}={name}: the stack's {engine} engine is not usable here: "
+                        f"{why.rstrip('.')}; its operations will be refused.",
+                        "hint": fix or avail.fix or f"see server_info's {name} stack details",
+                    }
+                )
+        return out
+
     def server_info(self) -> dict[str, Any]:
+        """Version, stacks, engine versions and extras, read without importing any engine.
+
+        Versions come from install metadata (``mapsmith._compat``); a stack's availability is asked
+        once per process (QGIS's from a probe cached on disk). ``operations`` counts the catalogue as
+        loaded; a toolbox not yet loaded (``toolboxes``) is not counted and is not loaded by asking.
+        """
+        from mapsmith import _compat
+
         stacks = []
         engines: dict[str, dict[str, str]] = {}
         for name, spec in sorted(self.host.stacks.items()):
@@ -85,7 +173,7 @@ class MapSmith:
             )
             if avail.available:
                 try:
-                    engines[name] = dict(spec.engine_versions())
+                    engines[name] = {k: str(v) for k, v in spec.engine_versions().items()}
                 except Exception as exc:  # a version probe must not take server_info down
                     engines[name] = {"error": f"{type(exc).__name__}: {exc}"}
         return {
@@ -97,8 +185,11 @@ class MapSmith:
             "workspace": str(self.workspace.root) if self.workspace.root else None,
             "stacks": stacks,
             "engines": engines,
+            "extras": _compat.extras(),
             "plugins": [self.host.distributions.get(n, {"plugin": n}) for n in self.host.plugin_names()],
-            "operations": len(self.host.contracts),
+            "operations": len(self.host.contracts.loaded()),
+            "toolboxes": [t.to_dict() for _, t in sorted(self.host.toolboxes.items())],
+            "warnings": self.startup_warnings(),
         }
 
     def list_operations(self, input_kind: str | None = None, output_kind: str | None = None) -> list[dict[str, Any]]:

@@ -1,7 +1,9 @@
 """The ``mapsmith`` command: with no arguments, serve MCP over stdio; ``serve --http`` serves it over HTTP.
 
-Configuration errors (an unknown ``MAPSMITH_STACK``, a workspace that does not exist, an HTTP address
-that would be exposed without a token) end the process at start with exit code 2 and the message and
+The engines run in a sandboxed worker when ``MAPSMITH_SANDBOX`` and the machine allow it
+(``mapsmith.sandbox``). Configuration errors (an unknown ``MAPSMITH_STACK``, a workspace that does not
+exist, an HTTP address that would be exposed without a token, ``MAPSMITH_SANDBOX=on`` where no sandbox
+can be built) end the process at start with exit code 2 and the message and
 the fix on stderr, before any client connects.
 """
 
@@ -42,9 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         return _serve_http(args.host, args.port)
 
     try:
-        from mapsmith.app import MapSmith
+        from mapsmith.sandbox import build_app
 
-        app = MapSmith()
+        # `info` answers from the server process alone: no worker is started for it.
+        app = build_app(prestart=args.command != "info")
     except MapSmithError as exc:
         print(f"mapsmith: cannot start: {exc}", file=sys.stderr)
         return 2
@@ -55,8 +58,24 @@ def main(argv: list[str] | None = None) -> int:
 
     from mapsmith.server import serve_stdio
 
+    _at_start(app)
     anyio.run(serve_stdio, app)
     return 0
+
+
+def _at_start(app: object) -> None:
+    """Once per server start, before any client is answered: temporary files a killed run left in the
+    workspace are removed (and said on stderr; stdout is the protocol on stdio)."""
+    root = os.environ.get("MAPSMITH_WORKSPACE")
+    if root:
+        from pathlib import Path
+
+        from mapsmith.outputs import clean_stale_temps
+
+        removed = clean_stale_temps(Path(root).resolve(), os.environ)
+        if removed:
+            shown = ", ".join(removed[:5]) + (f" and {len(removed) - 5} more" if len(removed) > 5 else "")
+            print(f"mapsmith: removed {len(removed)} temporary file(s) a stopped run left: {shown}", file=sys.stderr)
 
 
 def _serve_http(host: str | None, port: int | None) -> int:
@@ -69,14 +88,15 @@ def _serve_http(host: str | None, port: int | None) -> int:
             raise http.HTTPTransportError(
                 f"--port {port} is not a TCP port", code="HTTP_BIND_FAILED", hint="pass a port from 0 to 65535"
             )
-        token = http.read_token(os.environ)
-        # Nothing after this point (engines, plugins, their subprocesses) needs or inherits the token.
-        os.environ.pop(http.TOKEN_ENV, None)
+        # Read, then removed from os.environ and zeroed in the process's own environment block: nothing
+        # after this point (engines, plugins, their subprocesses, /proc/<pid>/environ) holds the token.
+        token = http.take_token(os.environ)
         binding = http.resolve_binding(host, port)
         warning = http.check_exposure(binding, token, workspace_set="MAPSMITH_WORKSPACE" in os.environ)
-        from mapsmith.app import MapSmith
+        from mapsmith.sandbox import build_app
 
-        app = MapSmith()
+        app = build_app()
+        _at_start(app)
         if warning:
             print(warning, file=sys.stderr, flush=True)
         http.serve_http(app, binding, token)

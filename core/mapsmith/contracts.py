@@ -33,6 +33,24 @@ UNIT_SUFFIXES = {
 # every TOML file.
 OUTPUT_ARGUMENT = "output_path"
 OVERWRITE_ARGUMENT = "overwrite"
+# Added the same way where the output formats allow them: the layer to write when the output is a
+# GeoPackage (a container of layers), and the two GeoJSON choices beyond RFC 7946's defaults.
+OUTPUT_LAYER_ARGUMENT = "output_layer"
+GEOJSON_CRS_ARGUMENT = "geojson_keep_crs"
+GEOJSON_MEMBERS_ARGUMENT = "feature_collection_members"
+# A second dataset argument ``<role>_path`` takes its layer as ``<role>_layer`` (mask_layer, join_layer);
+# input_path keeps the ``layer`` its contract declares.
+MAIN_INPUT = "input_path"
+MAIN_LAYER = "layer"
+# A layer name MapSmith writes: a plain identifier, so it is safe in SQL, in file names beside the
+# container (its manifest), and in every GIS; GeoPackage reserves the gpkg_/rtree_ prefixes, SQLite sqlite_.
+LAYER_NAME_MAX = 63
+_RESERVED_LAYER_PREFIXES = ("gpkg_", "rtree_", "sqlite_")
+# Members RFC 7946 (and the legacy 2008 format) give a meaning: a caller's member may not replace them.
+RESERVED_GEOJSON_MEMBERS = frozenset({"type", "features", "crs", "bbox", "name", "geometry", "properties"})
+
+# The geometry families a dataset argument may declare; declaring all of them restricts nothing.
+GEOMETRY_FAMILIES = ("point", "line", "polygon")
 
 
 def contracts_root() -> Path:
@@ -91,10 +109,18 @@ class OperationContract:
     datasets_named_in: str | None = None
     source: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # A short human name (the MCP tool title); parse_contract derives one from the name when none is declared.
+    title: str = ""
 
     @property
     def writes_dataset(self) -> bool:
         return self.output_kind.startswith("dataset:")
+
+    @property
+    def output_optional(self) -> bool:
+        """``[output] optional = true``: left out, output_path makes the operation answer in rows (run_sql)."""
+        out = self.raw.get("output", {}) if isinstance(self.raw, Mapping) else {}
+        return bool(self.writes_dataset and out.get("optional"))
 
     @property
     def input_kinds(self) -> tuple[str, ...]:
@@ -102,8 +128,26 @@ class OperationContract:
 
     def argument_names(self) -> list[str]:
         names = [d.name for d in self.datasets] + [p.name for p in self.parameters]
+        names += list(self.dataset_layer_arguments())
         if self.writes_dataset:
-            names += [OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT]
+            names += [OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, *self.writer_options()]
+        return names
+
+    def dataset_layer_arguments(self) -> dict[str, str]:
+        """``<role>_layer`` -> ``<role>_path`` for every single vector (or table) dataset but input_path."""
+        return {
+            d.name[: -len("_path")] + "_layer": d.name
+            for d in self.datasets
+            if not d.multiple and d.name != MAIN_INPUT and d.kind != "raster" and d.name.endswith("_path")
+        }
+
+    def writer_options(self) -> tuple[str, ...]:
+        """The output arguments this contract's formats allow beyond output_path and overwrite."""
+        names: tuple[str, ...] = ()
+        if ".gpkg" in self.output_formats:
+            names += (OUTPUT_LAYER_ARGUMENT,)
+        if ".geojson" in self.output_formats:
+            names += (GEOJSON_CRS_ARGUMENT, GEOJSON_MEMBERS_ARGUMENT)
         return names
 
     def dataset(self, name: str) -> DatasetArgument | None:
@@ -144,7 +188,7 @@ class OperationContract:
                 out[d.name] = [_check_path_value(self, f"{d.name}[{i}]", v) for i, v in enumerate(value)]
             else:
                 out[d.name] = _check_path_value(self, d.name, value)
-        if self.writes_dataset:
+        if self.writes_dataset and not (self.output_optional and arguments.get(OUTPUT_ARGUMENT) is None):
             value = arguments.get(OUTPUT_ARGUMENT)
             if value is None:
                 raise _missing(self, OUTPUT_ARGUMENT, "the path of the dataset to write")
@@ -153,6 +197,17 @@ class OperationContract:
             if not isinstance(overwrite, bool):
                 raise _mistyped(self, OVERWRITE_ARGUMENT, "boolean", overwrite)
             out[OVERWRITE_ARGUMENT] = overwrite
+            out.update(_check_writer_options(self, arguments))
+        for name, dataset in self.dataset_layer_arguments().items():
+            if arguments.get(name) is not None:
+                if arguments.get(dataset) is None:
+                    raise ArgumentError(
+                        f"{self.name}: {name!r} names a layer of {dataset}, which was not given",
+                        code="LAYER_WITHOUT_DATASET",
+                        evidence={"operation": self.name, "argument": name},
+                        hint=f"pass {dataset} too, or leave {name} out",
+                    )
+                out[name] = _check_path_value(self, name, arguments[name])
         for p in self.parameters:
             if p.name not in arguments or arguments[p.name] is None:
                 if p.required:
@@ -171,17 +226,19 @@ class OperationContract:
         required: list[str] = []
         for d in self.datasets:
             desc = d.description
-            if d.geometry_types:
+            kind = "Any" if d.kind == "any" else d.kind.capitalize()  # the argument's name says it is a path
+            # Naming every family says nothing; only a restriction is worth an agent's tokens.
+            if d.geometry_types and set(d.geometry_types) != set(GEOMETRY_FAMILIES):
                 desc += f" Accepted geometry types: {', '.join(d.geometry_types)}."
             if d.multiple:
                 props[d.name] = {
                     "type": "array",
                     "items": {"type": "string"},
                     "minItems": d.min_count,
-                    "description": f"Paths to {d.kind} datasets. {desc}",
+                    "description": f"{kind} datasets. {desc}",
                 }
             else:
-                props[d.name] = {"type": "string", "description": f"Path to a {d.kind} dataset. {desc}"}
+                props[d.name] = {"type": "string", "description": f"{kind} dataset. {desc}"}
             if d.required:
                 required.append(d.name)
         for p in self.parameters:
@@ -201,18 +258,20 @@ class OperationContract:
             props[p.name] = schema
             if p.required:
                 required.append(p.name)
+        for name in self.dataset_layer_arguments():
+            props[name] = {"type": "string"}  # beside <role>_path, the name says it all
         if self.writes_dataset:
-            fmt = f" Format by extension: {', '.join(self.output_formats)}." if self.output_formats else ""
-            props[OUTPUT_ARGUMENT] = {
-                "type": "string",
-                "description": "Path of the dataset to write; a provenance manifest is written beside it." + fmt,
-            }
-            props[OVERWRITE_ARGUMENT] = {
-                "type": "boolean",
-                "default": False,
-                "description": "Replace an existing output (never an input). Off by default.",
-            }
-            required.append(OUTPUT_ARGUMENT)
+            # Both are the same on every writing operation; their names say what they are, so only what
+            # differs is described (the formats) and what they do beyond their names is said once, in
+            # run_operation's description.
+            formats = ", ".join(self.output_formats)  # the extension picks the format
+            props[OUTPUT_ARGUMENT] = {"type": "string", "description": formats or "The dataset to write."}
+            props[OVERWRITE_ARGUMENT] = {"type": "boolean", "default": False}
+            # tools/list has a character budget (tests/mcp/test_tool_list.py): names say what these are.
+            for name in self.writer_options():
+                props[name] = {"type": _WRITER_TYPES[name]}
+            if not self.output_optional:
+                required.append(OUTPUT_ARGUMENT)
         return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
     def to_summary(self) -> dict[str, Any]:
@@ -243,6 +302,66 @@ def _mistyped(contract: OperationContract, name: str, expected: str, value: Any)
         evidence={"operation": contract.name, "argument": name, "value": repr(value)},
         hint=f"pass {name!r} as a {expected}",
     )
+
+
+_WRITER_TYPES = {OUTPUT_LAYER_ARGUMENT: "string", GEOJSON_CRS_ARGUMENT: "boolean", GEOJSON_MEMBERS_ARGUMENT: "object"}
+
+
+def check_layer_name(contract_name: str, name: Any, argument: str = OUTPUT_LAYER_ARGUMENT) -> str:
+    """A layer name MapSmith will create: an identifier of at most 63 characters, not a reserved table."""
+    import re
+
+    if (
+        not isinstance(name, str)
+        or not re.fullmatch(rf"[A-Za-z_][A-Za-z0-9_]{{0,{LAYER_NAME_MAX - 1}}}", name)
+        or name.lower().startswith(_RESERVED_LAYER_PREFIXES)
+    ):
+        raise ArgumentError(
+            f"{contract_name}: {argument} {name!r} is not a layer name MapSmith writes",
+            code="OUTPUT_LAYER_NAME_INVALID",
+            evidence={"operation": contract_name, "argument": argument, "value": repr(name)},
+            hint=f"use letters, digits and _ (not first a digit), at most {LAYER_NAME_MAX} characters, "
+            "not starting with gpkg_, rtree_ or sqlite_; e.g. 'wells_2024'",
+        )
+    return name
+
+
+def _check_writer_options(contract: OperationContract, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """output_layer, geojson_keep_crs and feature_collection_members, when given; absent ones stay absent."""
+    out: dict[str, Any] = {}
+    for name in contract.writer_options():
+        value = arguments.get(name)
+        if value is None:
+            continue
+        if name == OUTPUT_LAYER_ARGUMENT:
+            out[name] = check_layer_name(contract.name, value)
+        elif name == GEOJSON_CRS_ARGUMENT:
+            if not isinstance(value, bool):
+                raise _mistyped(contract, name, "boolean", value)
+            out[name] = value
+        else:
+            out[name] = _check_members(contract, value)
+    return out
+
+
+def _check_members(contract: OperationContract, value: Any) -> dict[str, Any]:
+    """Plain JSON values under names RFC 7946 does not give a meaning to."""
+    if not isinstance(value, Mapping):
+        raise _mistyped(contract, GEOJSON_MEMBERS_ARGUMENT, "object of plain JSON values", value)
+    reserved = sorted(k for k in value if str(k).lower() in RESERVED_GEOJSON_MEMBERS)
+    if reserved:
+        raise ArgumentError(
+            f"{contract.name}: {GEOJSON_MEMBERS_ARGUMENT} may not set {reserved}: GeoJSON gives them a meaning",
+            code="GEOJSON_MEMBER_RESERVED",
+            evidence={"operation": contract.name, "members": reserved, "reserved": sorted(RESERVED_GEOJSON_MEMBERS)},
+            hint="rename the member (e.g. 'removed_count'); the CRS is chosen with geojson_keep_crs",
+        )
+    try:
+        # Round-tripped so what is written is exactly JSON (no NaN, no tuples, no objects JSON cannot hold).
+        members = json.loads(json.dumps(dict(value), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise _mistyped(contract, GEOJSON_MEMBERS_ARGUMENT, "object of plain JSON values", value) from exc
+    return dict(members)
 
 
 def _check_path_value(contract: OperationContract, name: str, value: Any) -> str:
@@ -378,13 +497,16 @@ def parse_contract(data: Mapping[str, Any], source: str) -> OperationContract:
         datasets_named_in=data.get("datasets_named_in"),
         source=source,
         raw=dict(data),
+        title=data.get("title") or _title_from_name(data["name"]),
     )
     names = [d.name for d in datasets] + [p.name for p in params]
-    clashes = {n for n in names if names.count(n) > 1} | ({OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT} & set(names))
+    added = {OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, *contract.writer_options(), *contract.dataset_layer_arguments()}
+    clashes = {n for n in names if names.count(n) > 1} | (added & set(names))
     if clashes:
         raise ContractError(
             f"contract {source}: argument names clash: {sorted(clashes)}",
-            hint="output_path and overwrite are added by the loader; every other name must be unique",
+            hint="output_path, overwrite, output_layer, the GeoJSON options and <role>_layer are added by "
+            "the loader; every other name must be unique",
         )
     named_in = contract.datasets_named_in
     if named_in is not None and not any(p.name == named_in and p.type == "string" for p in params):
@@ -398,6 +520,12 @@ def parse_contract(data: Mapping[str, Any], source: str) -> OperationContract:
             hint="set [output] argument = 'output_path'",
         )
     return contract
+
+
+def _title_from_name(name: str) -> str:
+    # A plugin's operation may be namespaced ("qgis:native:buffer"); the title is its last part.
+    words = name.rsplit(":", 1)[-1].replace("_", " ").strip()
+    return words[:1].upper() + words[1:]
 
 
 def load_contract_file(path: Path) -> OperationContract:

@@ -3,7 +3,9 @@
 Loads every plugin of the entry-point group ``mapsmith`` (ours and third parties' alike), checks
 that every hook they implement exists (``check_pending``), collects their stacks and operation
 implementations through validating callbacks, and joins the implementations to the contracts.
-Environment:
+Toolboxes (``toolboxes.py``: operation families such as ``qgis:*`` that cost a subprocess to list)
+are declared at start and loaded the first time one of their names, or the whole catalogue, is
+asked for. Environment:
 
 - ``MAPSMITH_PLUGINS``: comma-separated allow-list of entry-point names; unset loads all.
 - ``MAPSMITH_PLUGIN_TRACE=1``: print every hook call and result to stderr.
@@ -13,20 +15,50 @@ It must never import an engine itself; plugins import their engines lazily.
 
 from __future__ import annotations
 
+import logging
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pluggy
 
-from mapsmith import hookspecs
+from mapsmith import hookspecs, toolboxes
 from mapsmith.contracts import OperationContract, load_builtin_contracts, load_contract_file, parse_contract
 from mapsmith.errors import ContractError, PluginError
 from mapsmith.registry import OperationImpl, StackSpec, Unavailable
+from mapsmith.toolboxes import Catalogue, Toolbox
 
 ENTRY_POINT_GROUP = "mapsmith"
+log = logging.getLogger("mapsmith.plugins")
+
+
+@dataclass
+class ToolboxState:
+    """A declared toolbox and how far it got: ``pending``, ``loading``, ``loaded`` or ``failed``."""
+
+    toolbox: Toolbox
+    state: str = "pending"
+    problem: str | None = None
+    operations: list[str] = field(default_factory=list)
+    seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "stack": self.toolbox.stack,
+            "prefix": self.toolbox.prefix,
+            "summary": self.toolbox.summary,
+            "state": self.state,
+        }
+        if self.state == "loaded":
+            out["operations"] = len(self.operations)
+            out["load_seconds"] = round(self.seconds or 0.0, 3)
+        if self.problem:
+            out["problem"] = self.problem
+        return out
 
 
 class PluginHost:
@@ -43,6 +75,7 @@ class PluginHost:
         env = os.environ if environ is None else environ
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
+        self._pm.add_hookspecs(toolboxes)
         if env.get("MAPSMITH_PLUGIN_TRACE") == "1":
             self._pm.trace.root.setwriter(lambda msg: print(msg, end="", file=sys.stderr))
             self._pm.enable_tracing()
@@ -65,12 +98,16 @@ class PluginHost:
             ) from exc
 
         self.stacks: dict[str, StackSpec] = {}
-        self.contracts: dict[str, OperationContract] = load_builtin_contracts()
-        self.implementations: dict[str, list[OperationImpl]] = {}
+        self.toolboxes: dict[str, ToolboxState] = {}
+        # Reentrant: a toolbox's load registers through the same catalogue it is loading into.
+        self._toolbox_lock = threading.RLock()
+        self.contracts: Catalogue[OperationContract] = Catalogue(load_builtin_contracts(), self._ensure_loaded)
+        self.implementations: Catalogue[list[OperationImpl]] = Catalogue({}, self._ensure_loaded)
         self._pm.hook.mapsmith_register_stacks(register=self._register_stack)
         self._pm.hook.mapsmith_register_operations(register=self._register_operation)
-        for impls in self.implementations.values():
+        for impls in self.implementations.loaded().values():
             impls.sort(key=lambda i: -i.preference)
+        self._pm.hook.mapsmith_register_toolboxes(register=self._register_toolbox)
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -103,6 +140,77 @@ class PluginHost:
         if spec.name in self.stacks:
             raise PluginError(f"stack {spec.name!r} is registered twice", code="PLUGIN_DUPLICATE")
         self.stacks[spec.name] = spec
+
+    def _register_toolbox(self, toolbox: Toolbox) -> None:
+        if not isinstance(toolbox, Toolbox):
+            raise PluginError(f"register_toolboxes was given {type(toolbox).__name__}, not a Toolbox")
+        if toolbox.stack not in self.stacks:
+            raise PluginError(
+                f"toolbox {toolbox.prefix!r} is registered for unknown stack {toolbox.stack!r}",
+                code="PLUGIN_UNKNOWN_STACK",
+                hint=f"known stacks: {sorted(self.stacks)}",
+            )
+        clash = next((p for p in self.toolboxes if p.startswith(toolbox.prefix) or toolbox.prefix.startswith(p)), None)
+        if not toolbox.prefix or clash is not None:
+            raise PluginError(
+                f"toolbox prefix {toolbox.prefix!r} is empty or overlaps {clash!r}", code="PLUGIN_DUPLICATE"
+            )
+        self.toolboxes[toolbox.prefix] = ToolboxState(toolbox)
+
+    def _ensure_loaded(self, key: str | None) -> None:
+        """Load the toolbox ``key`` belongs to (every pending one for ``None``), once per process."""
+        if not self.toolboxes:
+            return
+        wanted = [
+            t
+            for p, t in self.toolboxes.items()
+            if t.state in ("pending", "loading") and (key is None or key.startswith(p))
+        ]
+        if not wanted:
+            return
+        # A "loading" toolbox is either this thread's own load registering into the catalogue
+        # (the lock is reentrant: go on) or another thread's (wait for it to finish).
+        with self._toolbox_lock:
+            for state in wanted:
+                if state.state == "pending":
+                    self._load_toolbox(state)
+
+    def _load_toolbox(self, state: ToolboxState) -> None:
+        import time
+
+        toolbox = state.toolbox
+        state.state = "loading"
+        start = time.perf_counter()
+
+        def register(implementation: Callable[..., None], *, operation: str, **kwargs: Any) -> None:
+            if not operation.startswith(toolbox.prefix) or kwargs.get("stack") != toolbox.stack:
+                raise PluginError(
+                    f"toolbox {toolbox.prefix!r} of stack {toolbox.stack!r} registered {operation!r} "
+                    f"for stack {kwargs.get('stack')!r}",
+                    code="TOOLBOX_OUTSIDE_PREFIX",
+                    evidence={"toolbox": toolbox.prefix, "operation": operation, "stack": kwargs.get("stack")},
+                    hint=f"a toolbox registers only operations named {toolbox.prefix}… on its own stack",
+                )
+            self._register_operation(implementation, operation=operation, **kwargs)
+            state.operations.append(operation)
+
+        try:
+            toolbox.load(register)
+        except Exception as exc:  # one broken toolbox must not take the catalogue down: said once, left empty
+            for name in state.operations:
+                self.contracts.pop(name, None)
+                self.implementations.pop(name, None)
+            state.operations.clear()
+            state.state = "failed"
+            state.problem = f"{type(exc).__name__}: {exc}"
+            log.warning("the %s toolbox (%s*) could not be loaded: %s", toolbox.stack, toolbox.prefix, state.problem)
+            return
+        loaded = self.implementations.loaded()
+        for name in state.operations:
+            loaded[name].sort(key=lambda i: -i.preference)
+        state.seconds = time.perf_counter() - start
+        state.state = "loaded"
+        log.info("loaded the %s toolbox: %d operations in %.2f s", toolbox.stack, len(state.operations), state.seconds)
 
     def _register_operation(
         self,
@@ -163,3 +271,7 @@ class PluginHost:
 
     def implementations_for(self, operation: str, stack: str) -> list[OperationImpl]:
         return [i for i in self.implementations.get(operation, []) if i.stack == stack]
+
+    def toolbox_for(self, operation: str) -> ToolboxState | None:
+        """The toolbox whose prefix ``operation`` has (loaded or not), else None."""
+        return next((t for p, t in self.toolboxes.items() if operation.startswith(p)), None)

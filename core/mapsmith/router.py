@@ -94,12 +94,34 @@ class Router:
         try:
             return self.host.contracts[operation]
         except KeyError:
+            self._refuse_toolbox_operation(operation)
             close = suggest(operation, self.host.contracts)
             raise UnknownOperation(
                 f"no operation named {operation!r}" + (f"; did you mean {' or '.join(close)}?" if close else ""),
                 evidence={"operation": operation, "suggestions": close},
                 hint="list_operations shows the catalog" + (f"; closest: {', '.join(close)}" if close else ""),
             ) from None
+
+    def _refuse_toolbox_operation(self, operation: str) -> None:
+        """A toolbox name (``qgis:…``) that is not there because its stack or its load failed says so."""
+        box = self.host.toolbox_for(operation)
+        if box is None:
+            return
+        stack = box.toolbox.stack
+        avail = self.availability(stack)
+        if not avail.available:
+            reason, fix = f"the {stack} stack is not available here: {avail.reason}", avail.fix
+        elif box.state == "failed":
+            reason = f"the {stack} toolbox ({box.toolbox.prefix}*) could not be loaded: {box.problem}"
+            fix = "server_info shows the problem; fix it and restart MapSmith"
+        else:
+            return  # loaded and the name is simply not in it: an unknown operation, with suggestions
+        raise OperationUnavailable(
+            reason,
+            code=UNAVAILABLE_CODES["stack_unavailable"],
+            evidence={"operation": operation, "stack": stack, "outcome": "stack_unavailable"},
+            hint=fix or f"install the {stack} stack",
+        )
 
     def _unavailable_on(self, operation: str, stack: str) -> tuple[list[OperationImpl], Unavailable | None]:
         avail = self.availability(stack)

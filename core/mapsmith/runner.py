@@ -6,32 +6,58 @@ inputs are checked before the engine sees them, the engine writes to a temporary
 is checked (and, if mechanically broken, repaired in at most two disclosed rounds), and only then
 is it renamed into place with its manifest. A run that fails after the engine started leaves a
 ``.failed.provenance.json`` record and never a half-written dataset at the output path.
+
+The rules around the output (its path checks, temporary name, size limit and per-output lock) live in
+``mapsmith.outputs``; the input side (slots, layers, header checks) in ``mapsmith.run_inputs``; a layer
+added to a GeoPackage and GeoJSON options in ``mapsmith.run_outputs``; the manifest and failure records
+in ``mapsmith.run_records``. Every error that
+leaves ``run_operation`` is a MapSmithError with the host's absolute paths redacted.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mapsmith import crsguard, verify
-from mapsmith.contracts import OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, DatasetArgument, OperationContract
-from mapsmith.errors import EngineError, InputError, MapSmithError, OutputError, VerificationFailed
-from mapsmith.provenance.digests import dataset_digest
-from mapsmith.provenance.manifest import (
-    base_record,
-    failed_manifest_path,
-    manifest_path,
-    posix_label,
-    utc_now,
-    write_manifest,
+from mapsmith.contracts import OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, OperationContract
+from mapsmith.errors import (
+    EngineError,
+    InputError,
+    MapSmithError,
+    OutputError,
+    VerificationFailed,
+    redact_error,
+    translate_engine_error,
 )
+from mapsmith.outputs import (
+    NAME_MAX_BYTES,
+    OUTPUT_NAME_ROOM,
+    REFUSED_OUTPUT_FORMATS,
+    check_not_existing,
+    check_output_path,
+    check_output_size,
+    commit_error,
+    output_lock,
+)
+from mapsmith.provenance.manifest import manifest_path, utc_now, write_manifest
 from mapsmith.registry import DatasetInfo, DatasetIO
+from mapsmith.run_inputs import check_inputs, choose_layer, dataset_slots, require_kind, slot_argument
+from mapsmith.run_outputs import (
+    OutputPlan,
+    assemble_container,
+    finish_geojson,
+    plan_output,
+    require_wgs84_for_geojson,
+    warn_replaced_layers,
+)
+from mapsmith.run_records import answer_record, engine_record, output_record, write_failure
 from mapsmith.verify import Check, RunWarning
 
 if TYPE_CHECKING:
@@ -39,16 +65,23 @@ if TYPE_CHECKING:
     from mapsmith.workspace import Workspace
 
 MAX_REPAIR_ROUNDS = 2
-NAME_MAX_BYTES = 255  # one file name, on the file systems MapSmith runs on
-# Bytes an output's name must leave for the names written beside it: ".<stem>.tmp-<8 hex><suffix>"
-# (14 more) and "<name>.failed.<n>.provenance.json" (26 more for n < 100).
-OUTPUT_NAME_ROOM = 32
-# A written dataset is never a shapefile: the format truncates field names to 10 characters and
-# splits one dataset over several files, which breaks atomic replacement.
-REFUSED_OUTPUT_FORMATS = {
-    ".shp": "shapefile output truncates field names to 10 characters and spreads one "
-    "dataset over several files; write .gpkg (or .parquet / .fgb) instead"
-}
+__all__ = [
+    "NAME_MAX_BYTES",
+    "OUTPUT_NAME_ROOM",
+    "REFUSED_OUTPUT_FORMATS",
+    "OperationResult",
+    "OutputStats",
+    "RunContext",
+    "main_input",
+    "run_operation",
+    "slot_argument",
+]
+# plans.validate, plans.simulate and mapview import these under their old runner names.
+_check_output_path = check_output_path
+_choose_layer = choose_layer
+_require_kind = require_kind
+_dataset_slots = dataset_slots
+_require_wgs84_for_geojson = require_wgs84_for_geojson
 
 
 @dataclass(frozen=True)
@@ -96,6 +129,9 @@ class RunContext:
     # argument's text (run_sql's SQL) and add what they read to ``paths``/``given_paths``/``inputs``.
     workspace: Workspace | None = None
     environ: Mapping[str, str] = field(default_factory=dict)
+    # Set by an implementation that wrote a table (no geometry; mapsmith_opensource.tables.deliver_table),
+    # having read the bytes back and added its checks: the runner digests it instead of inspecting a layer.
+    table_output: DatasetInfo | None = None
 
     def set_engine(self, name: str, version: str, **components: str) -> None:
         self.engine_name, self.engine_version = name, version
@@ -142,9 +178,30 @@ def run_operation(
     arguments: Mapping[str, Any],
     progress: Callable[[float, str], None] | None = None,
 ) -> OperationResult:
+    """Run ``operation`` on ``arguments``; every error leaving here is a MapSmithError without host paths.
+
+    This is the runner's edge: an engine exception that escaped an adapter is translated through the
+    table in ``mapsmith.errors`` (``raise ... from`` keeps the cause), and a MapSmithError quoting an
+    engine's text has the host's absolute paths redacted.
+    """
+    root = app.workspace.root
+    try:
+        return _run_operation(app, operation, arguments, progress)
+    except MapSmithError as exc:
+        raise redact_error(exc, root) from exc.__cause__
+    except Exception as exc:
+        raise translate_engine_error(exc, engine="mapsmith", operation=operation, workspace_root=root) from exc
+
+
+def _run_operation(
+    app: MapSmith,
+    operation: str,
+    arguments: Mapping[str, Any],
+    progress: Callable[[float, str], None] | None,
+) -> OperationResult:
     started = utc_now()
     router = app.router
-    contract = router.contract(operation)
+    contract = _answer_mode(router.contract(operation), arguments)
     args = contract.check_arguments(arguments)
     candidates = router.candidates(operation)  # refuses before any file is touched
     root = app.workspace.root
@@ -156,7 +213,7 @@ def run_operation(
     io = app.dataset_io(candidates.stack)
 
     # One slot per path read: "input_path", or "input_paths[0]", "input_paths[1]" ... for a list.
-    slots = _dataset_slots(contract, args)
+    slots = dataset_slots(contract, args)
     paths: dict[str, Path] = {}
     for key, _, given in slots:
         resolved = app.workspace.resolve(given, argument=key)
@@ -169,6 +226,7 @@ def run_operation(
             )
         paths[key] = resolved
     output: Path | None = None
+    plan: OutputPlan | None = None
     if contract.writes_dataset:
         resolved_out = app.workspace.resolve(args[OUTPUT_ARGUMENT], argument=OUTPUT_ARGUMENT)
         if not isinstance(resolved_out, Path):
@@ -179,67 +237,15 @@ def run_operation(
                 hint="write inside the workspace",
             )
         output = resolved_out
-        _check_output_path(contract, output, paths, args[OVERWRITE_ARGUMENT], args[OUTPUT_ARGUMENT])
+        plan = plan_output(contract, args, output, paths)  # the path checks, the layer, the GeoJSON options
 
     # -- preconditions: headers only, before the engine runs ---------------------------------
-    checks: list[Check] = []
-    warnings: list[RunWarning] = []
-    inputs: dict[str, DatasetInfo] = {}
-    layers: dict[str, str | None] = {}
-    for key, d, given in slots:
-        path = paths[key]
-        if not path.exists():
-            raise InputError(
-                f"{key} does not exist: {given}",
-                code="INPUT_NOT_FOUND",
-                evidence={"argument": key, "path": given},
-                hint="check the path; relative paths are resolved against the workspace",
-            )
-        # The CRS a file declares is read from its bytes before GDAL opens it (io.inspect below).
-        crsguard.check_declared_crs(path, argument=key, workspace_root=app.workspace.root)
-        layer = args.get("layer") if key == "input_path" else None
-        if contract.output_kind == "description" and layer is None:
-            layers[key] = None  # describing a container is how its layers are found: no refusal
-            continue
-        layer = _choose_layer(io, path, layer, key, given)
-        layers[key] = layer
-        # Messages and evidence name the path as the caller gave it, never the host's absolute path.
-        info = dataclasses.replace(io.inspect(path, layer), path=given)
-        inputs[key] = info
-        if contract.output_kind == "description" or d.kind == "table":
-            continue  # a table has no CRS or geometry to require
-        _require_kind(d, info, key)
-        if info.kind == "raster":
-            checks.append(verify.require_one_georeferencing(info, key))
-            if contract.needs_projected_crs:
-                checks.append(verify.require_projected_grid(info, key, contract.name))
-        checks.append(verify.require_crs(info, key))
-        geom_check = verify.require_geometry_types(info, d, contract.name, argument=key)
-        if geom_check:
-            checks.append(geom_check)
-        check, warning = verify.input_not_empty(info, key)
-        checks.append(check)
-        if warning:
-            warnings.append(warning)
-    if output is not None and output.suffix.lower() in (".geojson", ".json"):
-        _require_wgs84_for_geojson(contract, args, inputs.get("input_path"))
-    # Two datasets in different roles (input and mask, input and join ...) are compared; the members
-    # of one list (tiles to merge) are not expected to overlap, and each is aligned by the operation.
-    names: list[str] = []
-    for key, d, _ in slots:
-        if key in inputs and d.kind != "table" and all(slot_argument(n) != d.name for n in names):
-            names.append(key)
-    if len(names) >= 2:
-        first, second = inputs[names[0]], inputs[names[1]]
-        checks.append(
-            verify.inputs_share_crs(first, second, names[0], names[1], _crs_equal(first.crs_wkt, second.crs_wkt))
-        )
-        check, warning = verify.inputs_may_intersect(first, second, names[0], names[1])
-        checks.append(check)
-        if warning:
-            warnings.append(warning)
+    checks, warnings, inputs, layers = check_inputs(app, contract, args, io, slots, paths, _crs_equal)
+    # ".json" is a table of records (tables.py); GeoJSON is written as ".geojson".
+    if output is not None and output.suffix.lower() == ".geojson":
+        require_wgs84_for_geojson(contract, args, inputs.get("input_path"))
 
-    temp = output.with_name(f".{output.stem}.tmp-{uuid.uuid4().hex[:8]}{output.suffix}") if output else None
+    temp = plan.engine_temp if plan else None
     ctx = RunContext(
         contract=contract,
         arguments=args,
@@ -257,6 +263,8 @@ def run_operation(
         workspace=app.workspace,
         environ=app.environ,
     )
+    if plan is not None:
+        warn_replaced_layers(ctx, plan)
     choice = router.choose_engine(candidates, ctx)
     if choice.substitution:
         sub = choice.substitution
@@ -270,25 +278,21 @@ def run_operation(
     if choice.impl.validate is not None:
         choice.impl.validate(ctx)  # refusals here come before the engine: no file is touched
     if not contract.writes_dataset:
-        choice.impl.function(ctx)
+        _compute(ctx, choice.impl.function, choice.impl.engine, operation)
+        if contract.raw.get("output", {}).get("optional"):
+            # An answer in place of an optional dataset records what a manifest would: inputs by digest.
+            ctx.answer["provenance"] = answer_record(app, ctx, choice.record(), started)
         return _result(ctx, choice.record(), None, None, ctx.input_repairs)
 
     assert output is not None and temp is not None
     repairs: list[dict[str, Any]] = []
     leftovers: list[Path] = [temp]
     new_output: dict[str, Any] | None = None  # the output record, once its bytes are final
+    given = args[OUTPUT_ARGUMENT]
+    anchor = plan.record_anchor if plan is not None else output  # a layer's records: <container>.<layer>...
     try:
         t0 = time.perf_counter()
-        try:
-            choice.impl.function(ctx)
-        except MapSmithError:
-            raise
-        except Exception as exc:
-            raise EngineError(
-                f"{choice.impl.engine} failed in {operation}: {type(exc).__name__}: {exc}",
-                evidence={"engine": choice.impl.engine, "exception": type(exc).__name__},
-                hint="the engine's message is above; check the inputs it names",
-            ) from exc
+        _compute(ctx, choice.impl.function, choice.impl.engine, operation)
         if not temp.exists():
             raise EngineError(
                 f"{choice.impl.engine} reported success for {operation} but wrote no output",
@@ -296,76 +300,98 @@ def run_operation(
                 hint="this is a bug in the engine adapter",
             )
         ctx.parameters.setdefault("x-mapsmith:engine_seconds", round(time.perf_counter() - t0, 6))
-        if contract.output_kind == "dataset:raster":
+        check_output_size(temp, given, app.environ)  # before reading it back: a huge file is not digested
+        if ctx.table_output is not None:
+            final_temp, repairs, out_info = temp, [], ctx.table_output  # checked by tables.verify_table
+        elif contract.output_kind == "dataset:raster":
             final_temp, repairs, out_info = temp, [], _verify_raster(ctx, io, temp)
         else:
             final_temp, repairs, out_info = _verify_and_repair(ctx, io, temp, leftovers)
+        if final_temp != temp:
+            check_output_size(final_temp, given, app.environ)  # a repair round rewrote it
         repairs = ctx.input_repairs + repairs
-        record = _record(app, ctx, choice.record(), started, final_temp, out_info, args[OUTPUT_ARGUMENT], repairs)
-        new_output = record["output"]
-        failed = [c for c in ctx.checks if not c.passed and c.critical]
-        if failed:
-            raise VerificationFailed(
-                f"{operation}: critical check {failed[0].name} failed: {failed[0].detail}",
-                evidence={"checks": [c.to_dict() for c in failed]},
-                hint="the output was not written; the failure record beside output_path has the details",
-            )
-        mpath = manifest_path(output)
-        # Validate the record before the dataset moves, so a bad record never leaves a dataset without one.
-        from mapsmith.provenance.validator import validate_manifest
+        assert plan is not None
+        if plan.geojson:  # written from the verified layer, then read back and checked
+            final_temp, out_info = finish_geojson(ctx, io, plan, final_temp, out_info, leftovers)
+            check_output_size(final_temp, given, app.environ)
+        _refuse_failed_checks(ctx, operation)
+        mpath = manifest_path(plan.record_anchor)
 
-        problems = validate_manifest(record)
-        if problems:
-            raise MapSmithError(f"manifest would not conform: {problems[0]}", code="MANIFEST_INVALID")
-        _replace(final_temp, output)
-        write_manifest(mpath, record)
+        def final_record(final: Path) -> dict[str, Any]:
+            """The record of the bytes at ``final``, validated before they move: a bad record never
+            leaves a dataset without one."""
+            nonlocal new_output
+            record = output_record(app, ctx, choice.record(), started, final, out_info, given, repairs)
+            if plan is not None and plan.layer is not None:
+                record["output"]["layer"] = plan.layer  # the digest covers the container (spec §3.3)
+            new_output = record["output"]
+            _refuse_failed_checks(ctx, operation)
+            from mapsmith.provenance.validator import validate_manifest
+
+            problems = validate_manifest(record)
+            if problems:
+                raise MapSmithError(f"manifest would not conform: {problems[0]}", code="MANIFEST_INVALID")
+            return record
+
+        if plan.layer is None:
+            record = final_record(final_temp)
+            # The rename and the manifest write happen under the output's lock, so two calls writing the
+            # same output cannot interleave them: the manifest beside a dataset describes its bytes.
+            with output_lock(output):
+                check_not_existing(output, args[OVERWRITE_ARGUMENT], given)  # another call may have written it
+                _commit(final_temp, output, given)
+                write_manifest(mpath, record)
+        else:
+            # A layer of a container: the lock covers the whole read-copy-add-verify-rename, so a layer
+            # another call adds meanwhile is never lost to this call's older copy of the container.
+            with output_lock(output):
+                assembled = assemble_container(ctx, plan, final_temp, leftovers)
+                check_output_size(assembled, given, app.environ)
+                record = final_record(assembled)
+                _commit(assembled, output, given)
+                write_manifest(mpath, record)
     except BaseException as exc:
-        _write_failure(app, ctx, choice.record(), started, output, args[OUTPUT_ARGUMENT], exc, new_output)
+        if isinstance(exc, Exception) and not isinstance(exc, MapSmithError):
+            # Translated before the failure record is written: the record must not carry host paths.
+            translated = translate_engine_error(
+                exc, engine=choice.impl.engine, operation=operation, workspace_root=app.workspace.root
+            )
+            write_failure(app, ctx, choice.record(), started, output, given, translated, new_output, anchor)
+            raise translated from exc
+        if isinstance(exc, MapSmithError):
+            redact_error(exc, app.workspace.root)
+        write_failure(app, ctx, choice.record(), started, output, given, exc, new_output, anchor)
         raise
     finally:
         for p in leftovers:
-            p.unlink(missing_ok=True)
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
     return _result(
         ctx, choice.record(), app.workspace.relative_label(output), app.workspace.relative_label(mpath), repairs
     )
 
 
-def _require_wgs84_for_geojson(contract: OperationContract, args: dict[str, Any], main: DatasetInfo | None) -> None:
-    """RFC 7946 GeoJSON is WGS 84; refuse before the engine runs rather than write a mislabelled file."""
-    if contract.crs_effect == "transforms" and "target_crs" in args:
-        from mapsmith.crs import crs_label, parse_crs
-
-        label = crs_label(parse_crs(args["target_crs"]))
-    elif main is not None:
-        label = main.crs_label
-    else:
-        return
-    if label not in ("EPSG:4326", "OGC:CRS84"):
-        raise OutputError(
-            f"GeoJSON output must be in WGS 84 (RFC 7946); this output would be in {label}",
-            code="GEOJSON_REQUIRES_WGS84",
-            evidence={"crs": label, "path": args[OUTPUT_ARGUMENT]},
-            hint="reproject_layer to EPSG:4326 first, or write .gpkg / .parquet / .fgb, which keep any CRS",
-        )
+def _answer_mode(contract: OperationContract, arguments: Mapping[str, Any]) -> OperationContract:
+    """A contract whose dataset output is optional (``[output] optional = true``) answers in rows when
+    output_path is left out: the same operation with an answer for output (run_sql)."""
+    out = contract.raw.get("output", {}) if isinstance(contract.raw, Mapping) else {}
+    if contract.writes_dataset and out.get("optional") and isinstance(arguments, Mapping):
+        if arguments.get(OUTPUT_ARGUMENT) is None:
+            return dataclasses.replace(contract, output_kind="answer")
+    return contract
 
 
-def _require_kind(d: DatasetArgument, info: DatasetInfo, key: str) -> None:
-    if d.kind in ("vector", "raster") and info.kind != d.kind:
-        raise InputError(
-            f"{key} must be a {d.kind} dataset; {info.path} is a {info.kind} dataset",
-            code="DATASET_KIND_MISMATCH",
-            evidence={"argument": key, "path": info.path, "expected": d.kind, "found": info.kind},
-            hint=(
-                "pass a raster (GeoTIFF ...) here; rasterize_layer turns features into a grid"
-                if d.kind == "raster"
-                else "pass a vector layer here; raster_to_polygons turns a grid into features"
-            ),
-        )
-
-
-def slot_argument(slot: str) -> str:
-    """The argument a slot belongs to: "input_paths[2]" -> "input_paths"."""
-    return slot.split("[", 1)[0]
+def _compute(ctx: RunContext, function: Callable[[RunContext], Any], engine: str, operation: str) -> None:
+    """Call the implementation; an exception it did not translate is translated here, cause kept."""
+    try:
+        function(ctx)
+    except MapSmithError:
+        raise
+    except Exception as exc:
+        root = ctx.workspace.root if ctx.workspace is not None else None
+        raise translate_engine_error(exc, engine=engine, operation=operation, workspace_root=root) from exc
 
 
 def main_input(ctx: RunContext) -> DatasetInfo | None:
@@ -375,126 +401,26 @@ def main_input(ctx: RunContext) -> DatasetInfo | None:
     )
 
 
-def _dataset_slots(contract: OperationContract, args: dict[str, Any]) -> list[tuple[str, DatasetArgument, str]]:
-    slots = []
-    for d in contract.datasets:
-        if d.name not in args:
-            continue
-        if d.multiple:
-            slots += [(f"{d.name}[{i}]", d, given) for i, given in enumerate(args[d.name])]
-        else:
-            slots.append((d.name, d, args[d.name]))
-    return slots
+def _refuse_failed_checks(ctx: RunContext, operation: str) -> None:
+    failed = [c for c in ctx.checks if not c.passed and c.critical]
+    if failed:
+        raise VerificationFailed(
+            f"{operation}: critical check {failed[0].name} failed: {failed[0].detail}",
+            evidence={"checks": [c.to_dict() for c in failed]},
+            hint="the output was not written; the failure record beside output_path has the details",
+        )
+
+
+def _commit(source: Path, output: Path, given: str) -> None:
+    try:
+        _replace(source, output)
+    except OSError as exc:
+        raise commit_error(exc, given) from exc
 
 
 def _replace(source: Path, target: Path) -> None:
     """The atomic step: a rename within one directory. Split out so tests can sabotage it."""
     os.replace(source, target)
-
-
-def _choose_layer(io: DatasetIO, path: Path, layer: str | None, argument: str, given: str) -> str | None:
-    if path.is_dir() and not path.name.lower().endswith(".gdb"):
-        raise InputError(
-            f"{argument} is a directory, not a dataset: {given}",
-            code="INPUT_IS_DIRECTORY",
-            evidence={"argument": argument, "path": given},
-            hint="pass the path of a dataset file",
-        )
-    layers = io.list_layers(path)
-    if layer is not None:
-        if layer not in layers:
-            raise InputError(
-                f"{given} has no layer {layer!r}; its layers are {layers}",
-                code="LAYER_NOT_FOUND",
-                evidence={"argument": argument, "path": given, "layers": layers},
-                hint=f"pass one of {layers} as layer",
-            )
-        return layer
-    if len(layers) > 1:
-        raise InputError(
-            f"{given} holds {len(layers)} layers ({', '.join(layers)}) and none was named; MapSmith will not pick one",
-            code="LAYER_REQUIRED",
-            evidence={"argument": argument, "path": given, "layers": layers},
-            hint="name the layer with the 'layer' argument, or copy it out first with extract_layer "
-            f"(e.g. extract_layer(input_path={given!r}, layer={layers[0]!r}, output_path=...))",
-        )
-    return layers[0] if layers else None
-
-
-def _check_output_path(
-    contract: OperationContract, output: Path, inputs: dict[str, Path], overwrite: bool, given: str
-) -> None:
-    suffix = output.suffix.lower()
-    if suffix in REFUSED_OUTPUT_FORMATS:
-        raise OutputError(
-            f"{given}: {REFUSED_OUTPUT_FORMATS[suffix]}",
-            code="OUTPUT_FORMAT_REFUSED",
-            evidence={"path": given, "format": suffix},
-            hint="choose an output ending in " + ", ".join(contract.output_formats),
-        )
-    if contract.output_formats and suffix not in contract.output_formats:
-        raise OutputError(
-            f"{given}: {contract.name} writes {', '.join(contract.output_formats)}, not {suffix or '(no extension)'}",
-            code="OUTPUT_FORMAT_UNSUPPORTED",
-            evidence={"path": given, "format": suffix},
-            hint="choose an output ending in " + ", ".join(contract.output_formats),
-        )
-    if contract.output_kind == "dataset:raster":
-        # A sidecar left beside the output path would override the new file's georeferencing
-        # (GDAL reads .aux.xml before the GeoTIFF's own tags): never let it, never delete it silently.
-        stale = [p.name for p in _raster_sidecars(output) if p.exists()]
-        if stale:
-            raise OutputError(
-                f"{given}: {', '.join(stale)} beside it would override the new raster's georeferencing",
-                code="OUTPUT_SIDECAR_EXISTS",
-                evidence={"path": given, "sidecars": stale},
-                hint="remove the sidecar file(s) first, or write to a new output_path",
-            )
-    for name, path in inputs.items():
-        if path.resolve() == output.resolve():
-            raise OutputError(
-                f"output_path is the same file as {name}; an input is never overwritten",
-                code="OUTPUT_IS_INPUT",
-                evidence={"path": given, "argument": name},
-                hint="write to a new path",
-            )
-    name_bytes = len(os.fsencode(output.name))
-    if name_bytes > NAME_MAX_BYTES - OUTPUT_NAME_ROOM:
-        # The temporary file and the records beside the output take longer names than the output.
-        raise OutputError(
-            f"{given}: the file name is {name_bytes} bytes; names beside it (its temporary file, its "
-            f"manifest) would pass the file system's {NAME_MAX_BYTES}-byte limit",
-            code="PATH_TOO_LONG",
-            evidence={"path": given, "name_bytes": name_bytes, "limit": NAME_MAX_BYTES - OUTPUT_NAME_ROOM},
-            hint=f"use an output file name of at most {NAME_MAX_BYTES - OUTPUT_NAME_ROOM} bytes",
-        )
-    if output.is_dir():
-        # Never a dataset to replace: the temporary file would be written beside it, and for the
-        # workspace root itself that is outside the workspace.
-        raise OutputError(
-            f"{given} is a directory",
-            code="OUTPUT_IS_DIRECTORY",
-            evidence={"path": given},
-            hint="write to a file path inside the workspace, for example 'result.gpkg'",
-        )
-    if not output.parent.is_dir():
-        raise OutputError(
-            f"the folder of output_path does not exist: {output.parent}",
-            code="OUTPUT_FOLDER_MISSING",
-            evidence={"path": given},
-            hint="write into an existing folder",
-        )
-    if output.exists() and not overwrite:
-        raise OutputError(
-            f"{given} exists already",
-            code="OUTPUT_EXISTS",
-            evidence={"path": given},
-            hint="choose a new output_path, or pass overwrite=true to replace it (its manifest is replaced too)",
-        )
-
-
-def _raster_sidecars(path: Path) -> list[Path]:
-    return [path.with_name(path.name + ".aux.xml"), path.with_suffix(".tfw"), path.with_name(path.name + ".ovr")]
 
 
 def _verify_raster(ctx: RunContext, io: DatasetIO, temp: Path) -> DatasetInfo:
@@ -578,107 +504,6 @@ def _label(wkt: str | None) -> str | None:
     return crs_label(wkt)
 
 
-def _input_records(app: MapSmith, ctx: RunContext) -> list[dict[str, Any]]:
-    records = []
-    for name, path in ctx.paths.items():
-        info = ctx.inputs.get(name)
-        rec: dict[str, Any] = {
-            "path": posix_label(ctx.given_paths[name]),
-            "sha256": app.digest(path),
-            "crs": info.crs_label if info else None,
-            "argument": name,
-        }
-        if ctx.layers.get(name) is not None:
-            rec["layer"] = ctx.layers[name]
-        if ctx.input_environment.get(name):
-            rec["environment"] = dict(ctx.input_environment[name])
-        records.append(rec)
-    return records
-
-
-def _engine_record(ctx: RunContext, choice: dict[str, Any]) -> dict[str, Any]:
-    engine: dict[str, Any] = {"name": ctx.engine_name or choice["engine"], "version": ctx.engine_version or "unknown"}
-    if ctx.engine_components:
-        engine["x-mapsmith:components"] = ctx.engine_components
-    return engine
-
-
-def _common(app: MapSmith, ctx: RunContext, choice: dict[str, Any], started: str) -> dict[str, Any]:
-    record = base_record(ctx.contract.name, started)
-    record["parameters"] = ctx.parameters
-    record["inputs"] = _input_records(app, ctx)
-    record["engine"] = _engine_record(ctx, choice)
-    if ctx.crs_decisions:
-        record["crs_decisions"] = ctx.crs_decisions
-    if ctx.notes:
-        record["notes"] = list(ctx.notes)
-    record["environment"] = {**app.environment_record(), **ctx.environment}
-    record["x-mapsmith:engine_choice"] = choice
-    if ctx.warnings:
-        record["x-mapsmith:warnings"] = [w.to_dict() for w in ctx.warnings]
-    return record
-
-
-def _record(
-    app: MapSmith,
-    ctx: RunContext,
-    choice: dict[str, Any],
-    started: str,
-    final_temp: Path,
-    out_info: DatasetInfo,
-    given: str,
-    repairs: list[dict[str, Any]],
-) -> dict[str, Any]:
-    record = _common(app, ctx, choice, started)
-    record["output"] = {"path": posix_label(given), "sha256": dataset_digest(final_temp), "crs": out_info.crs_label}
-    record["verification"] = [c.to_dict() for c in ctx.checks]
-    if repairs:
-        record["repairs"] = repairs
-    record["finished_at"] = utc_now()
-    return record
-
-
-def _write_failure(
-    app: MapSmith,
-    ctx: RunContext,
-    choice: dict[str, Any],
-    started: str,
-    output: Path,
-    given: str,
-    exc: BaseException,
-    new_output: dict[str, Any] | None,
-) -> None:
-    """A failed run's record: what ran, what was checked, and that it did not complete.
-
-    When the failure came after the new bytes reached ``output`` (the rename happened, the record
-    did not), the record carries ``output`` with their digest, so a lineage walk finds this failed
-    run as the producer of those bytes instead of an earlier record describing other bytes.
-    """
-    try:
-        # Implementations add round_trip only once coordinates are back in the caller's CRS (spec
-        # §3.7), so whatever crs_decisions holds here is true of this failed run too.
-        record = _common(app, ctx, choice, started)
-        error = exc.to_dict() if isinstance(exc, MapSmithError) else {"code": "INTERRUPTED", "message": repr(exc)}
-        record["verification"] = [c.to_dict() for c in ctx.checks] + [
-            {
-                "name": "x-mapsmith:run_completed",
-                "passed": False,
-                "detail": f"the run did not complete: [{error['code']}] {error['message']}",
-                "critical": True,
-            }
-        ]
-        if new_output is not None and output.exists() and dataset_digest(output) == new_output["sha256"]:
-            record["output"] = new_output
-        record["x-mapsmith:error"] = error
-        record["x-mapsmith:intended_output"] = posix_label(given)
-        record["finished_at"] = utc_now()
-        write_manifest(failed_manifest_path(output), record)
-    except Exception as inner:  # the original error matters more; say the record could not be made
-        import sys
-
-        print(f"mapsmith: could not write the failure record for {given}: {inner!r}", file=sys.stderr)
-
-
 def _result(
     ctx: RunContext, choice: dict[str, Any], output: str | None, manifest: str | None, repairs: list[dict[str, Any]]
 ) -> OperationResult:
@@ -700,7 +525,7 @@ def _result(
         checks=[c.to_dict() for c in ctx.checks],
         warnings=warnings,
         repairs=repairs,
-        engine={**_engine_record(ctx, choice), "stack": choice["stack"]},
+        engine={**engine_record(ctx, choice), "stack": choice["stack"]},
         crs_decisions=ctx.crs_decisions,
         notes=ctx.notes,
     )

@@ -14,7 +14,7 @@ import pytest
 
 from catalog_args import build_arguments
 from mapsmith.contracts import load_builtin_contracts
-from mapsmith.errors import EngineError
+from mapsmith.errors import EngineError, OutputError
 from mapsmith.provenance.digests import dataset_digest
 
 WRITERS = sorted(n for n, c in load_builtin_contracts().items() if c.writes_dataset and c.status == "available")
@@ -94,8 +94,10 @@ def test_failure_after_the_rename_records_the_bytes_it_left(app, workspace, monk
     contract = app.host.contracts[operation]
     name = _output_name(contract)
     args = build_arguments(contract, workspace)
-    with pytest.raises(Sabotage):
+    with pytest.raises(OutputError) as info:
         app.run(operation, args)
+    # The rename's failure reaches the caller as a coded error that keeps the cause
+    assert info.value.code == "OUTPUT_WRITE_FAILED" and isinstance(info.value.__cause__, Sabotage)
     assert fired, "the sabotage never fired"
     out = workspace / name
     assert out.exists() and not (workspace / f"{name}.provenance.json").exists()
@@ -117,8 +119,9 @@ def test_a_failure_never_replaces_an_earlier_good_record(app, workspace, monkeyp
 
     monkeypatch.setattr(runner, "_replace", fail)
     for distance in (7, 8):
-        with pytest.raises(Sabotage):
+        with pytest.raises(OutputError) as info:
             app.run("buffer_layer", {**args, "distance_meters": distance, "overwrite": True})
+        assert info.value.code == "OUTPUT_WRITE_FAILED" and isinstance(info.value.__cause__, Sabotage)
     assert (workspace / "out.gpkg.provenance.json").read_bytes() == good
     # the second failure is numbered; neither replaced the other
     first = json.loads((workspace / "out.gpkg.failed.provenance.json").read_text("utf-8"))

@@ -1,9 +1,10 @@
-"""Stack detection for the sedona, qgis and esri stacks, through their real detection paths.
+"""Stack detection for the sedona and qgis stacks, through their real detection paths (esri's is in
+test_esri_detection.py, the qgis caches in test_catalogue_cache.py).
 
 qgis runs real executables (small shell scripts standing in for ``qgis_process``) found on a real
-PATH; sedona's import probes are steered with a patched ``find_spec`` and its Java probe runs a real
-``java``; esri reads a real file named by ``MAPSMITH_ARCGIS_PYTHON``. The last tests check what
-detection says about this very machine against what is actually installed on it.
+PATH, with its probe cache in a folder of the test's own; sedona's import probes are steered with a
+patched ``find_spec`` and its Java probe runs a real ``java``. The last tests check what detection
+says about this very machine against what is actually installed on it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,10 +42,11 @@ OS Debian GNU/Linux 12 (bookworm)
 
 
 @pytest.fixture(autouse=True)
-def _fresh_probes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Each test starts with empty per-process probe caches and none of our variables set."""
+def _fresh_probes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """Each test starts with empty probe caches (in memory and on disk) and none of our variables set."""
     for var in (mapsmith_qgis.ENV_VAR, mapsmith_esri.ENV_VAR):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MAPSMITH_QGIS_CACHE", str(tmp_path / "qgis-cache"))
     mapsmith_qgis.probe.cache_clear()
     mapsmith_sedona.java_version.cache_clear()
     yield
@@ -410,116 +412,6 @@ def test_sedona_detection_reports_instead_of_raising(monkeypatch: pytest.MonkeyP
     assert avail.fix == "pip install 'mapsmith[sedona]'"
 
 
-# -- esri ------------------------------------------------------------------------------------------
-
-
-@pytest.mark.skipif(sys.platform == "win32", reason="Pro may really be installed on Windows")
-def test_esri_off_windows_is_unavailable_with_the_windows_reason() -> None:
-    avail = mapsmith_esri.availability()
-
-    assert not avail.available
-    assert avail.reason == "ArcGIS Pro not found: it runs on Windows only, and MAPSMITH_ARCGIS_PYTHON is not set"
-    assert avail.fix == (
-        "run MapSmith on a Windows machine with ArcGIS Pro 3.x, "
-        "or set MAPSMITH_ARCGIS_PYTHON to Pro's propy.bat/python.exe"
-    )
-    assert mapsmith_esri.engine_versions() == {}
-
-
-def test_esri_env_var_naming_an_existing_file_is_available(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    propy = tmp_path / "Pro" / "bin" / "Python" / "Scripts" / "propy.bat"
-    propy.parent.mkdir(parents=True)
-    propy.write_text("@echo off\n")
-    monkeypatch.setenv(mapsmith_esri.ENV_VAR, str(propy))
-
-    avail = mapsmith_esri.availability()
-
-    assert avail.available, avail
-    assert avail.details["python"] == str(propy)
-    assert avail.details["found_by"] == "MAPSMITH_ARCGIS_PYTHON"
-    assert avail.details["licence_level"] == "not read (unknown)"
-    if sys.platform != "win32":
-        assert avail.details["pro_version"] == "not read (unknown)"
-
-
-def test_esri_env_var_naming_a_missing_file_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    missing = tmp_path / "propy.bat"
-    monkeypatch.setenv(mapsmith_esri.ENV_VAR, str(missing))
-
-    avail = mapsmith_esri.availability()
-
-    assert not avail.available
-    assert avail.reason == f"MAPSMITH_ARCGIS_PYTHON={missing} does not exist"
-
-
-def test_esri_env_var_naming_a_directory_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(mapsmith_esri.ENV_VAR, str(tmp_path))
-
-    avail = mapsmith_esri.availability()
-
-    assert not avail.available
-    assert avail.reason == f"MAPSMITH_ARCGIS_PYTHON={tmp_path} is not a file"
-
-
-def simulate_windows(
-    monkeypatch: pytest.MonkeyPatch, registry: Callable[[], tuple[dict[str, str], str | None]]
-) -> None:
-    """The Windows branch on any OS: only the registry reads themselves are replaced (no licensing key)."""
-    monkeypatch.setattr(mapsmith_esri, "on_windows", lambda: True)
-    monkeypatch.setattr(mapsmith_esri, "read_pro_registry", registry)
-    monkeypatch.setattr(mapsmith_esri, "read_registry_values", lambda hive, key, names: ({}, f"no {hive}\\{key}"))
-
-
-def test_esri_on_windows_derives_pros_python_from_the_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    python = tmp_path / mapsmith_esri.PRO_PYTHON
-    python.parent.mkdir(parents=True)
-    python.write_bytes(b"MZ")
-    registry = {"InstallDir": str(tmp_path), "Version": "3.3.1", "RealVersion": "13.3.1"}
-    simulate_windows(monkeypatch, lambda: (registry, None))
-
-    avail = mapsmith_esri.availability()
-
-    assert avail.available, avail
-    assert avail.details["python"] == str(python)
-    assert avail.details["pro_version"] == "3.3.1" and avail.details["pro_build"] == "13.3.1"
-    assert avail.details["licence_level"] == "not read (unknown)"
-    assert mapsmith_esri.engine_versions() == {"ArcGIS Pro": "3.3.1"}
-
-
-def test_esri_on_windows_with_pro_registered_but_its_python_gone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    simulate_windows(monkeypatch, lambda: ({"InstallDir": str(tmp_path), "Version": "3.3.1"}, None))
-
-    avail = mapsmith_esri.availability()
-
-    assert not avail.available
-    assert f"ArcGIS Pro is registered at {tmp_path}" in avail.reason and "arcgispro-py3" in avail.reason
-
-
-def test_esri_on_windows_without_pro(monkeypatch: pytest.MonkeyPatch) -> None:
-    simulate_windows(monkeypatch, lambda: ({}, r"registry key HKLM\SOFTWARE\ESRI\ArcGISPro does not exist"))
-
-    avail = mapsmith_esri.availability()
-
-    assert not avail.available
-    assert avail.reason.startswith(r"ArcGIS Pro not found: registry key HKLM\SOFTWARE\ESRI\ArcGISPro does not exist")
-    assert avail.fix == mapsmith_esri.FIX
-
-
-def test_esri_detection_reports_instead_of_raising(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken() -> tuple[dict[str, str], str | None]:
-        raise PermissionError("registry access denied")
-
-    simulate_windows(monkeypatch, broken)
-
-    avail = mapsmith_esri.availability()
-
-    assert not avail.available
-    assert "PermissionError: registry access denied" in avail.reason
-    assert mapsmith_esri.engine_versions() == {}
-
-
 # -- this machine, as it is ------------------------------------------------------------------------
 
 
@@ -568,7 +460,7 @@ def test_the_three_stacks_register_through_the_plugin_host_with_only_mapped_oper
     for spec in host.stacks.values():
         assert spec.licence and spec.summary
         assert spec.dataset_io is None
-    # MAPSMITH_QGIS_ALGORITHMS=0 in tests: only the MapSmith operations the qgis and sedona stacks map are registered
+    # QGIS's own algorithms are the qgis: toolbox, loaded only when asked for: registering registers none of them
     from mapsmith_esri.mapping import MAPPINGS as ESRI_MAPPINGS
     from mapsmith_qgis.mapping import MAPPINGS
 
@@ -579,6 +471,7 @@ def test_the_three_stacks_register_through_the_plugin_host_with_only_mapped_oper
     esri |= {("esri", op) for op in ("measure_area", "spatial_join", "point_on_surface")}
     assert {("esri", m.operation) for m in ESRI_MAPPINGS} == esri
     assert registered == {("qgis", m.operation) for m in MAPPINGS} | sedona | esri
+    assert not any(name.startswith("qgis:") for name in host.contracts.loaded())
 
 
 def test_importing_the_plugins_imports_no_engine() -> None:

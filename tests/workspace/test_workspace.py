@@ -462,3 +462,120 @@ def test_label_of_a_resolved_path_round_trips(workspace: Workspace) -> None:
     resolved = workspace.resolve("results/out.gpkg", argument="output_path")
     assert isinstance(resolved, Path)
     assert workspace.relative_label(resolved) == "results/out.gpkg"
+
+
+# --- UNC paths (MAPSMITH_ALLOW_UNC) -------------------------------------------------------------
+# This machine is POSIX, where "//server/share" is a local folder: these tests check the policy's
+# path logic on a hand-built Workspace whose root is a share, as a Windows server would hold it.
+# Untested here: from_env accepting a real share, and symlinks on a share (Windows only).
+
+UNC_ROOT = Path("//fileserver/gis/project")
+
+
+def unc_workspace(allow_unc: bool = True) -> Workspace:
+    return Workspace(root=UNC_ROOT, allow_remote=False, allow_unc=allow_unc)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("\\\\fileserver\\gis\\project\\parcels.gpkg", "//fileserver/gis/project/parcels.gpkg"),
+        ("//fileserver/gis/project/roads/roads.shp", "//fileserver/gis/project/roads/roads.shp"),
+        ("\\\\FILESERVER\\GIS\\Project\\a.tif", "//FILESERVER/GIS/Project/a.tif"),  # SMB names are case-blind
+        ("\\\\fileserver\\gis\\project\\x\\..\\a.tif", "//fileserver/gis/project/a.tif"),
+        ("\\\\fileserver\\gis\\project", "//fileserver/gis/project"),
+    ],
+)
+def test_unc_paths_inside_a_unc_workspace_are_allowed_when_opted_in(path: str, expected: str) -> None:
+    assert unc_workspace().resolve(path, argument="input_path") == Path(expected)
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("\\\\fileserver\\gis\\other\\a.gpkg", "PATH_OUTSIDE_WORKSPACE"),  # another folder of the share
+        ("\\\\fileserver\\gis\\project\\..\\other\\a.gpkg", "PATH_OUTSIDE_WORKSPACE"),
+        ("\\\\fileserver\\gis\\projectx\\a.gpkg", "PATH_OUTSIDE_WORKSPACE"),  # a prefix is not a parent
+        ("\\\\otherhost\\gis\\project\\a.gpkg", "PATH_OUTSIDE_WORKSPACE"),
+        ("\\\\fileserver\\c$\\project\\a.gpkg", "PATH_OUTSIDE_WORKSPACE"),
+        ("\\\\?\\UNC\\fileserver\\gis\\project\\a.gpkg", "PATH_UNC"),  # device namespace, never a share
+        ("\\\\.\\pipe\\x", "PATH_UNC"),
+        ("\\\\fileserver\\gis\\project\\a.gpkg:hidden", "PATH_ALTERNATE_STREAM"),
+        ("\\\\fileserver\\gis\\project\\nul.tif", "PATH_DEVICE_NAME"),
+    ],
+)
+def test_unc_paths_outside_the_share_folder_are_refused(path: str, code: str) -> None:
+    error = refusal(unc_workspace(), path)
+    assert error.code == code
+    assert error.evidence["argument"] == "input_path"
+
+
+def test_unc_paths_are_refused_without_the_opt_in_or_a_unc_workspace(layout: Layout) -> None:
+    path = "\\\\fileserver\\gis\\project\\a.gpkg"
+    assert refusal(unc_workspace(allow_unc=False), path).code == "PATH_UNC"
+    # Opted in, but the workspace is a local folder: UNC paths stay refused as before.
+    assert refusal(Workspace(root=layout["workspace"], allow_remote=False, allow_unc=True), path).code == "PATH_UNC"
+    assert refusal(Workspace(root=None, allow_remote=False, allow_unc=True), path).code == "PATH_UNC"
+
+
+def test_unc_relative_paths_resolve_under_the_share_root() -> None:
+    assert unc_workspace().resolve("roads/roads.shp", argument="input_path") == UNC_ROOT / "roads" / "roads.shp"
+    assert refusal(unc_workspace(), "../other/a.gpkg").code == "PATH_OUTSIDE_WORKSPACE"
+    assert refusal(unc_workspace(), "roads/a.gpkg:stream").code == "PATH_ALTERNATE_STREAM"
+
+
+def test_from_env_unc_workspace_needs_the_opt_in() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Workspace.from_env({"MAPSMITH_WORKSPACE": "\\\\fileserver\\gis\\project"})
+    assert caught.value.code == "WORKSPACE_INVALID"
+    assert "MAPSMITH_ALLOW_UNC=1" in caught.value.hint
+
+
+@POSIX_ONLY
+def test_from_env_unc_workspace_on_posix_says_to_mount_the_share() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Workspace.from_env({"MAPSMITH_WORKSPACE": "//fileserver/gis/project", "MAPSMITH_ALLOW_UNC": "1"})
+    assert caught.value.code == "WORKSPACE_INVALID"
+    assert "mount" in caught.value.hint
+
+
+def test_from_env_opt_in_with_a_local_workspace_changes_nothing(layout: Layout) -> None:
+    ws = Workspace.from_env({"MAPSMITH_WORKSPACE": str(layout["workspace"]), "MAPSMITH_ALLOW_UNC": "1"})
+    assert ws.allow_unc is False
+    assert refusal(ws, "\\\\fileserver\\gis\\project\\a.gpkg").code == "PATH_UNC"
+
+
+@pytest.mark.parametrize("value", ["yes", "true", "2"])
+def test_from_env_refuses_an_ambiguous_unc_flag(value: str) -> None:
+    with pytest.raises(ConfigurationError):
+        Workspace.from_env({"MAPSMITH_ALLOW_UNC": value})
+
+
+def test_unc_helpers() -> None:
+    from mapsmith.workspace import unc_share, unc_within
+
+    assert unc_share("\\\\srv\\share\\a\\b") == ("srv", "share", "\\a\\b")
+    assert unc_share("//srv/share") == ("srv", "share", "")
+    assert unc_share("\\\\?\\C:\\x") is None
+    assert unc_share("/local/path") is None
+    assert unc_within("\\\\srv\\share\\p", "//SRV/Share/p/q.tif") is True
+    assert unc_within("\\\\srv\\share\\p", "\\\\srv\\share\\p2\\q.tif") is False
+    assert unc_within("\\\\srv\\share\\p", "\\\\srv\\share\\p\\..\\..\\x") is False
+
+
+# --- sidecars: check_sidecar -------------------------------------------------------------------
+
+
+@NEEDS_SYMLINKS
+def test_check_sidecar_follows_symlinks_and_counts_hard_links(workspace: Workspace, layout: Layout) -> None:
+    root = layout["workspace"]
+    (root / "data" / "a.prj").symlink_to(layout["outside"] / "secret.gpkg")
+    with pytest.raises(PathError) as caught:
+        workspace.check_sidecar(root / "data" / "a.prj", argument="input_path", member_of="a.shp")
+    assert caught.value.code == "SIDECAR_OUTSIDE_WORKSPACE"
+    assert caught.value.evidence["member_of"] == "a.shp"
+    os.link(layout["outside"] / "secret.gpkg", root / "data" / "b.prj")
+    with pytest.raises(PathError) as caught:
+        workspace.check_sidecar(root / "data" / "b.prj", argument="input_path")
+    assert (caught.value.code, caught.value.evidence["hard_links"]) == ("PATH_HARD_LINK", 2)
+    workspace.check_sidecar(root / "data" / "parcels.gpkg", argument="input_path")  # one link, inside

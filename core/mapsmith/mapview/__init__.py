@@ -265,6 +265,7 @@ def export_map(
     background: str = "osm",
 ) -> dict[str, Any]:
     """Write the panel for ``paths`` as one standalone HTML file, atomically, with its manifest."""
+    from mapsmith.outputs import output_lock
     from mapsmith.provenance.manifest import base_record, manifest_path, posix_label, utc_now, write_manifest
     from mapsmith.provenance.validator import validate_manifest
 
@@ -290,7 +291,7 @@ def export_map(
     from mapsmith.runner import _check_output_path
 
     export = SimpleNamespace(name="export_map", output_formats=EXPORT_SUFFIXES, output_kind="document:html")
-    _check_output_path(export, resolved, {key: path for key, _, path in inputs}, overwrite, output_path)  # type: ignore[arg-type]
+    _check_output_path(export, resolved, {key: path for key, _, path in inputs}, overwrite, output_path)
     data = preview_map(app, [given for _, given, _ in inputs], max_features_per_layer, simplify_meters, background)
     html = panel_html(data)
     checks = _html_checks(html, data, len(inputs))
@@ -348,12 +349,14 @@ def export_map(
             hint="this is a bug in export_map; report it",
         )
     temp = resolved.with_name(f".{resolved.stem}.tmp-{uuid.uuid4().hex[:8]}{resolved.suffix}")
-    try:
-        temp.write_bytes(body)
-        os.replace(temp, resolved)
-    finally:
-        temp.unlink(missing_ok=True)
-    mpath = write_manifest(manifest_path(resolved), record)
+    # The same per-output lock as every operation's output: the manifest always describes the bytes beside it.
+    with output_lock(resolved):
+        try:
+            temp.write_bytes(body)
+            os.replace(temp, resolved)
+        finally:
+            temp.unlink(missing_ok=True)
+        mpath = write_manifest(manifest_path(resolved), record)
     return {
         "operation": "export_map",
         "status": "ok",

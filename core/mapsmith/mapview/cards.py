@@ -11,12 +11,12 @@ the record supports.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from mapsmith.provenance.digests import dataset_digest
 from mapsmith.provenance.manifest import MANIFEST_SUFFIX, manifest_path
+from mapsmith.provenance.reading import ManifestUnreadable, load_manifest
 from mapsmith.provenance.validator import validate_manifest
 
 VERIFIED = "verified"
@@ -34,8 +34,8 @@ def _failed_record_for(path: Path, digest: str) -> tuple[Path, dict[str, Any]] |
     """A failure record whose output carries exactly these bytes (the rename happened, the record did not)."""
     for candidate in sorted(path.parent.glob(path.name + ".failed*" + MANIFEST_SUFFIX)):
         try:
-            record = json.loads(candidate.read_text("utf-8"))
-        except (OSError, ValueError):
+            record = load_manifest(candidate)
+        except ManifestUnreadable:
             continue
         if isinstance(record, dict) and record.get("output", {}).get("sha256") == digest:
             return candidate, record
@@ -60,10 +60,11 @@ def provenance_card(path: Path, label: Any) -> dict[str, Any]:
     }
     record: dict[str, Any] | None = None
     if mpath.exists():
+        loaded: dict[str, Any] | None
         try:
-            loaded = json.loads(mpath.read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            card["reason"] = f"the manifest beside the file cannot be read: {exc}"
+            loaded = load_manifest(mpath)
+        except ManifestUnreadable as exc:
+            card["reason"] = f"the manifest beside the file cannot be read: {exc.message}"
             loaded = None
         if isinstance(loaded, dict):
             record = loaded

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mapsmith.errors import InputError
+from mapsmith.gdalpolicy import allowed_driver, vector_source
 
 DISPLAY_CRS = "EPSG:4326"
 DEFAULT_MAX_FEATURES = 2000
@@ -73,9 +74,11 @@ def vector_layer(path: Path, given: str, max_features: int, simplify_meters: flo
         total = pq.ParquetFile(path).metadata.num_rows
         frame = gpd.read_parquet(path).iloc[:max_features]
     else:
-        info = pyogrio.read_info(path)
+        # The driver the file's extension names and no other (mapsmith.gdalpolicy): never a VRT in disguise
+        source = vector_source(path)[0]
+        info = pyogrio.read_info(source)
         total = int(info["features"]) if info.get("features", -1) >= 0 else None
-        frame = gpd.read_file(path, engine="pyogrio", max_features=max_features)
+        frame = gpd.read_file(source, engine="pyogrio", max_features=max_features)
     if total is None:
         total = len(frame)
     if frame.crs is None:
@@ -153,7 +156,7 @@ def raster_layer(path: Path, given: str, band: int = 1) -> dict[str, Any]:
 
     from mapsmith.crs import crs_label
 
-    with rasterio.open(path) as src:
+    with rasterio.open(path, driver=allowed_driver(path)) as src:
         if src.crs is None:
             raise InputError(
                 f"{given} declares no CRS, so it cannot be placed on a map",

@@ -120,6 +120,9 @@ FINDING_CODES: dict[str, str] = {
     "CRS_COORDINATES_IMPOSSIBLE": "An input labelled geographic has coordinates that cannot be degrees.",
     "CRS_INVALID": "A CRS argument (target_crs) cannot be parsed.",
     "CRS_AMBIGUOUS_SRID": "A CRS argument is a bare SRID without an authority.",
+    # -- notes (in PlanValidation.notes; a note never makes a plan invalid)
+    "GEOMETRY_CHECK_AT_RUN_TIME": "A note, not an error: a step reads the output of a run_sql step whose geometry "
+    "type is known only once it runs (no geometry_type declared); the runner checks it then.",
     # -- containment
     "SQL_NOT_SANDBOXED": "A run_sql step would run with no workspace set, so its SQL may read any file of the host.",
 }

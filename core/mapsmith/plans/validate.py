@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from mapsmith import verify
 from mapsmith.contracts import OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, DatasetArgument, OperationContract, suggest
 from mapsmith.errors import ArgumentError, MapSmithError
 from mapsmith.plans.findings import Finding
+from mapsmith.plans.flow import Flow, StepState, _grid_facts, _resolve_lenient, _same_grid, dataset_slots
 from mapsmith.plans.model import (
     ESCAPED_PREFIX,
     Plan,
@@ -35,8 +36,8 @@ from mapsmith.plans.model import (
     reference_of,
     structure_problems,
 )
-from mapsmith.registry import DatasetInfo
-from mapsmith.runner import _check_output_path, _choose_layer, _require_kind, _require_wgs84_for_geojson, slot_argument
+from mapsmith.plans.simulate import OutputSimulation
+from mapsmith.runner import _answer_mode, _choose_layer, _require_kind, slot_argument
 
 if TYPE_CHECKING:
     from mapsmith.app import MapSmith
@@ -45,100 +46,6 @@ if TYPE_CHECKING:
 # rasters whose output keeps the input's shape (band_math) are found from their contracts; this
 # table adds pairs a contract states only in prose (zonal_statistics' weights must match its raster).
 SAME_GRID_ARGUMENTS: dict[str, tuple[str, ...]] = {"zonal_statistics": ("raster_path", "weights_path")}
-OUTPUT_KINDS = {"dataset:vector": "vector", "dataset:raster": "raster"}
-# The engine names of each family, so a simulated input can go through the runner's own checks.
-FAMILY_TYPE_NAMES = {"point": "Point", "line": "LineString", "polygon": "Polygon", "collection": "GeometryCollection"}
-
-
-@dataclass
-class Flow:
-    """What a dataset argument would receive: read from a file's header, or simulated from a step.
-
-    ``None`` in a field means "not known before the plan runs" (a reprojected grid, the CRS of an
-    unknown operation's output); checks that need a fact that is not known are skipped, never guessed.
-    """
-
-    path: str  # as the plan gives it (for a step's output: that step's output_path)
-    kind: str | None  # vector | raster | table | None
-    crs_label: str | None
-    crs_is_geographic: bool | None
-    geometry_families: frozenset[str] | None
-    grid: dict[str, Any] | None
-    from_step: str | None = None  # the step that writes it; None for a file that exists now
-    info: DatasetInfo | None = None  # the header, for a file
-
-    @classmethod
-    def from_info(cls, info: DatasetInfo) -> Flow:
-        grid = None
-        if info.kind == "raster" and info.grid is not None:
-            g = info.grid
-            grid = {
-                "width": g.get("width"),
-                "height": g.get("height"),
-                "transform": list(g.get("transform") or []),
-                "cell_size": list(g.get("res") or []),
-                "nodata": g.get("nodata"),
-            }
-        return cls(
-            path=info.path,
-            kind=info.kind,
-            crs_label=info.crs_label,
-            crs_is_geographic=info.crs_is_geographic,
-            geometry_families=info.geometry_families if info.kind == "vector" else None,
-            grid=grid,
-            info=info,
-        )
-
-    def described(self) -> str:
-        return f"the output of step '{self.from_step}', {self.path}" if self.from_step else self.path
-
-    def as_info(self) -> DatasetInfo:
-        """The header a real file would have, so the runner's own checks judge a simulated input."""
-        if self.info is not None:
-            return self.info
-        families = sorted(self.geometry_families or ())
-        grid = None
-        if self.grid is not None:
-            grid = {**self.grid, "res": self.grid.get("cell_size") or [None, None]}
-        return DatasetInfo(
-            path=self.described(),
-            kind="raster" if self.kind == "raster" else "table" if self.kind == "table" else "vector",
-            driver=None,
-            layer=None,
-            layers=(),
-            crs_wkt=None,
-            crs_label=self.crs_label,
-            crs_is_geographic=self.crs_is_geographic,
-            feature_count=None,
-            geometry_types=tuple(FAMILY_TYPE_NAMES.get(f, f) for f in families),
-            bounds=None,
-            bounds_lonlat=None,
-            grid=grid,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "from_step": self.from_step,
-            "kind": self.kind,
-            "crs": self.crs_label,
-            "crs_is_geographic": self.crs_is_geographic,
-            "geometry_types": sorted(self.geometry_families) if self.geometry_families is not None else None,
-            "grid": self.grid,
-        }
-
-
-@dataclass
-class _StepState:
-    step: Step
-    index: int
-    contract: OperationContract | None
-    output_given: str | None = None
-    output_resolved: Path | None = None
-    output: Flow | None = None
-    checked: dict[str, Any] = field(default_factory=dict)
-    inputs: dict[str, Flow] = field(default_factory=dict)
-    file_inputs: dict[str, tuple[str, Path]] = field(default_factory=dict)  # slot -> (given, resolved)
 
 
 @dataclass
@@ -151,6 +58,7 @@ class PlanValidation:
     findings: list[Finding]
     steps: list[dict[str, Any]]
     fingerprint: str | None
+    notes: list[Finding] = dataclasses.field(default_factory=list)  # never errors: checks moved to run time
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -158,6 +66,7 @@ class PlanValidation:
             "fingerprint": self.fingerprint,
             "goal": self.plan.goal if self.plan else None,
             "findings": [f.to_dict() for f in self.findings],
+            "notes": [n.to_dict() for n in self.notes],
             "steps": self.steps,
         }
 
@@ -208,14 +117,15 @@ def _structure_findings(data: Any) -> list[Finding]:
 SANDBOXED_OPERATIONS = frozenset({"run_sql"})
 
 
-class _Validator:
+class _Validator(OutputSimulation):
     def __init__(self, app: MapSmith, plan: Plan) -> None:
         self.app = app
         self.plan = plan
         self.io = app.dataset_io("opensource")
         self.findings: list[Finding] = []
+        self.notes: list[Finding] = []
         self.first_index: dict[str, int] = {}
-        self.states: list[_StepState] = []
+        self.states: list[StepState] = []
 
     def add(self, code: str, message: str, hint: str, step: str | None, argument: str | None, **evidence: Any) -> None:
         self.findings.append(Finding(code, message, hint, step, argument, dict(evidence)))
@@ -254,17 +164,19 @@ class _Validator:
             findings=self.findings,
             steps=[self._describe(s) for s in self.states],
             fingerprint=plan_fingerprint(self.plan),
+            notes=self.notes,
         )
 
-    def _first_look(self, step: Step, index: int) -> _StepState:
+    def _first_look(self, step: Step, index: int) -> StepState:
         """The contract and the output path of a step, needed before any step is checked because a
         later step's output can be named by an earlier one (a forward reference)."""
         try:
-            contract: OperationContract | None = self.app.router.contract(step.operation)
+            # An optional output left out makes the step an answer (run_sql without output_path).
+            contract: OperationContract | None = _answer_mode(self.app.router.contract(step.operation), step.arguments)
         except MapSmithError as exc:
             contract = None
             self.add_error(exc, step.id)  # UNKNOWN_OPERATION, with the catalog's closest names
-        state = _StepState(step, index, contract)
+        state = StepState(step, index, contract)
         given = step.arguments.get(OUTPUT_ARGUMENT)
         if isinstance(given, str) and reference_of(given) is None and (contract is None or contract.writes_dataset):
             state.output_given = given
@@ -275,45 +187,9 @@ class _Validator:
             state.output_resolved = resolved if isinstance(resolved, Path) else None
         return state
 
-    def _plan_outputs(self) -> None:
-        writers: dict[Path, _StepState] = {}
-        for state in self.states:
-            out = state.output_resolved
-            if out is None:
-                continue
-            first = writers.get(out)
-            if first is not None:
-                self.add(
-                    "DUPLICATE_OUTPUT",
-                    f"step '{state.step.id}' writes {state.output_given}, which step '{first.step.id}' writes "
-                    "already; the second write would replace the first step's output",
-                    "give every step its own output_path",
-                    state.step.id,
-                    OUTPUT_ARGUMENT,
-                    path=state.output_given,
-                    first_step=first.step.id,
-                )
-            else:
-                writers[out] = state
-            for reader in self.states:
-                for slot, (_, resolved) in reader.file_inputs.items():
-                    if resolved == out:
-                        whose = "its own" if reader is state else f"step '{reader.step.id}'s"
-                        self.add(
-                            "OUTPUT_OVERWRITES_INPUT",
-                            f"step '{state.step.id}' writes {state.output_given}, which is {whose} {slot}; "
-                            "an input of the plan is never overwritten",
-                            "write to a new path, so the data the plan starts from stays as it was",
-                            state.step.id,
-                            OUTPUT_ARGUMENT,
-                            path=state.output_given,
-                            input_step=reader.step.id,
-                            input_argument=slot,
-                        )
-
     # -- one step --------------------------------------------------------------------------------
 
-    def _check_crs_arguments(self, state: _StepState, contract: OperationContract) -> None:
+    def _check_crs_arguments(self, state: StepState, contract: OperationContract) -> None:
         """The check run_operation makes: a CRS argument naming files outside the workspace is refused."""
         from mapsmith import crsguard
 
@@ -330,7 +206,7 @@ class _Validator:
                 self.add_error(exc, state.step.id, name)
                 state.checked.pop(name, None)  # never parsed below (_simulate_output)
 
-    def _step(self, state: _StepState) -> None:
+    def _step(self, state: StepState) -> None:
         self._check_references(state)
         contract = state.contract
         if contract is None:
@@ -363,7 +239,7 @@ class _Validator:
             state.output = self._simulate_output(state, contract)
             self._check_geojson(state, contract)
 
-    def _check_references(self, state: _StepState) -> None:
+    def _check_references(self, state: StepState) -> None:
         step, contract = state.step, state.contract
         for name, value in step.arguments.items():
             values = value if isinstance(value, list) else [value]
@@ -389,7 +265,7 @@ class _Validator:
                     dataset_arguments=datasets,
                 )
 
-    def _check_reference(self, state: _StepState, slot: str, ref: str) -> None:
+    def _check_reference(self, state: StepState, slot: str, ref: str) -> None:
         step = state.step
         target = self.first_index.get(ref)
         evidence = {"reference": f"${ref}"}
@@ -485,16 +361,9 @@ class _Validator:
 
     @staticmethod
     def _slots(step: Step, contract: OperationContract) -> list[tuple[str, DatasetArgument, str]]:
-        slots = []
-        for d in contract.datasets:
-            value = step.arguments.get(d.name)
-            if d.multiple and isinstance(value, list):
-                slots += [(f"{d.name}[{i}]", d, v) for i, v in enumerate(value) if isinstance(v, str) and v]
-            elif not d.multiple and isinstance(value, str) and value:
-                slots.append((d.name, d, value))
-        return slots
+        return dataset_slots(step, contract)
 
-    def _producer(self, path: Path, before: int | None = None, after: int | None = None) -> _StepState | None:
+    def _producer(self, path: Path, before: int | None = None, after: int | None = None) -> StepState | None:
         """The step that writes ``path``: the last one before ``before``, or the first after ``after``."""
         if before is not None:
             earlier = [s for s in self.states[:before] if s.output_resolved == path]
@@ -502,7 +371,7 @@ class _Validator:
         assert after is not None
         return next((s for s in self.states[after + 1 :] if s.output_resolved == path), None)
 
-    def _input_flow(self, state: _StepState, slot: str, d: DatasetArgument, given: str) -> Flow | None:
+    def _input_flow(self, state: StepState, slot: str, d: DatasetArgument, given: str) -> Flow | None:
         step = state.step
         ref = reference_of(given)
         if ref is not None:
@@ -586,7 +455,7 @@ class _Validator:
             return None
         return Flow.from_info(info)
 
-    def _check_flow(self, state: _StepState, slot: str, d: DatasetArgument, flow: Flow) -> None:
+    def _check_flow(self, state: StepState, slot: str, d: DatasetArgument, flow: Flow) -> None:
         """The runner's preconditions, asked of what the argument would receive."""
         contract, step = state.contract, state.step
         assert contract is not None
@@ -610,6 +479,19 @@ class _Validator:
             checks.append(lambda: verify.require_projected_grid(info, slot, contract.name))
         if flow.geometry_families is not None:
             checks.append(lambda: verify.require_geometry_types(info, d, contract.name, argument=slot))
+        elif flow.geometry_deferred_by is not None and d.geometry_types is not None:
+            self.notes.append(
+                Finding(
+                    "GEOMETRY_CHECK_AT_RUN_TIME",
+                    f"{slot} of step '{step.id}' reads the output of {flow.geometry_deferred_by} step "
+                    f"'{flow.from_step}', whose geometry type is known only when it runs; {contract.name} accepts "
+                    f"{', '.join(d.geometry_types)}, checked then",
+                    f"declare geometry_type on step '{flow.from_step}' to have it checked now",
+                    step.id,
+                    slot,
+                    {"from_step": flow.from_step, "accepted": list(d.geometry_types)},
+                )
+            )
         for check in checks:
             try:
                 check()
@@ -619,7 +501,7 @@ class _Validator:
                     finding.evidence["from_step"] = flow.from_step
                 self.findings.append(finding)
 
-    def _check_grids(self, state: _StepState, contract: OperationContract) -> None:
+    def _check_grids(self, state: StepState, contract: OperationContract) -> None:
         names = set(SAME_GRID_ARGUMENTS.get(contract.name, ()))
         if "shape_preserved" in contract.checks:
             names |= {d.name for d in contract.datasets if d.kind == "raster" and d.multiple}
@@ -648,100 +530,9 @@ class _Validator:
                 **{first_slot: a, slot: b},
             )
 
-    def _check_output_path(self, state: _StepState, contract: OperationContract) -> None:
-        given = state.checked.get(OUTPUT_ARGUMENT)
-        if not isinstance(given, str) or reference_of(given) is not None:
-            return  # missing, mistyped or a reference: reported already
-        step = state.step
-        try:
-            resolved = self.app.workspace.resolve(given, argument=OUTPUT_ARGUMENT)
-        except MapSmithError as exc:
-            self.add_error(exc, step.id, OUTPUT_ARGUMENT)
-            return
-        if not isinstance(resolved, Path):
-            self.add(
-                "OUTPUT_REMOTE",
-                "output_path must be a local path",
-                "write inside the workspace",
-                step.id,
-                OUTPUT_ARGUMENT,
-                path=given,
-            )
-            return
-        try:
-            # Inputs are compared over the whole plan in _plan_outputs (OUTPUT_OVERWRITES_INPUT).
-            _check_output_path(contract, resolved, {}, bool(state.checked.get(OVERWRITE_ARGUMENT)), given)
-        except MapSmithError as exc:
-            self.add_error(exc, step.id, OUTPUT_ARGUMENT)
-
-    def _main_input(self, state: _StepState, contract: OperationContract) -> Flow | None:
-        """The input whose CRS and geometry an output keeps: input_path, else the first dataset read."""
-        given = {slot for slot, _, _ in self._slots(state.step, contract)}
-        for d in contract.datasets:
-            slot = f"{d.name}[0]" if d.multiple else d.name
-            if d.kind != "table" and slot in given:
-                # None when it was given but is not known (a missing file, a reference to an unknown step)
-                return state.inputs.get(slot)
-        return None
-
-    def _simulate_output(self, state: _StepState, contract: OperationContract) -> Flow:
-        main = self._main_input(state, contract)
-        crs_label: str | None = None
-        geographic: bool | None = None
-        if contract.crs_effect == "preserves" and main is not None:
-            crs_label, geographic = main.crs_label, main.crs_is_geographic
-        elif contract.crs_effect == "transforms":
-            target = state.checked.get("target_crs")
-            like = state.inputs.get("like_path")
-            if isinstance(target, str):
-                from mapsmith.crs import crs_label as label_of
-                from mapsmith.crs import parse_crs
-
-                try:
-                    parsed = parse_crs(target)
-                    crs_label, geographic = label_of(parsed), bool(parsed.is_geographic)
-                except MapSmithError as exc:
-                    self.add_error(exc, state.step.id, "target_crs")
-            elif like is not None:
-                crs_label, geographic = like.crs_label, like.crs_is_geographic
-        kind = OUTPUT_KINDS[contract.output_kind]
-        families: frozenset[str] | None = None
-        if kind == "vector" and contract.output_geometry_types:
-            declared = set(contract.output_geometry_types)
-            if "same" in declared:
-                same = main.geometry_families if main is not None and main.kind == "vector" else None
-                families = None if same is None else frozenset((declared - {"same"}) | same)
-            else:
-                families = frozenset(declared)
-        grid = None
-        if kind == "raster" and "shape_preserved" in contract.checks and main is not None and main.grid is not None:
-            # Same cells as the input; the nodata value is the operation's own, so not known here.
-            grid = {**main.grid, "nodata": None}
-        return Flow(
-            path=state.output_given or "",
-            kind=kind,
-            crs_label=crs_label,
-            crs_is_geographic=geographic,
-            geometry_families=families,
-            grid=grid,
-            from_step=state.step.id,
-        )
-
-    def _check_geojson(self, state: _StepState, contract: OperationContract) -> None:
-        out = state.output
-        given = state.checked.get(OUTPUT_ARGUMENT)
-        if out is None or out.crs_label is None or not isinstance(given, str):
-            return
-        if Path(given).suffix.lower() not in (".geojson", ".json"):
-            return
-        try:
-            _require_wgs84_for_geojson(contract, state.checked, out.as_info())
-        except MapSmithError as exc:
-            self.add_error(exc, state.step.id, OUTPUT_ARGUMENT)
-
     # -- the report --------------------------------------------------------------------------------
 
-    def _describe(self, state: _StepState) -> dict[str, Any]:
+    def _describe(self, state: StepState) -> dict[str, Any]:
         outputs = {
             s.step.id: s.output_given
             for s in self.states[: state.index]
@@ -766,40 +557,6 @@ class _Validator:
             "inputs": {slot: flow.to_dict() for slot, flow in state.inputs.items()},
             "output": output,
         }
-
-
-def _resolve_lenient(value: Any, outputs: Mapping[str, str]) -> Any:
-    """``substitute`` for display: a reference that cannot be resolved is left as written."""
-    if isinstance(value, list):
-        return [_resolve_lenient(v, outputs) for v in value]
-    if isinstance(value, str) and value.startswith(ESCAPED_PREFIX):
-        return value[1:]
-    ref = reference_of(value)
-    return outputs.get(ref, value) if ref is not None else value
-
-
-def _grid_facts(flow: Flow) -> dict[str, Any]:
-    grid = flow.grid or {}
-    return {
-        "path": flow.path,
-        "from_step": flow.from_step,
-        "crs": flow.crs_label,
-        "width": grid.get("width"),
-        "height": grid.get("height"),
-        "transform": grid.get("transform"),
-    }
-
-
-def _same_grid(a: Flow, b: Flow) -> bool:
-    ga, gb = a.grid or {}, b.grid or {}
-    if (ga.get("width"), ga.get("height")) != (gb.get("width"), gb.get("height")):
-        return False
-    if a.crs_label is not None and b.crs_label is not None and a.crs_label != b.crs_label:
-        return False
-    ta, tb = ga.get("transform") or [], gb.get("transform") or []
-    if len(ta) != len(tb):
-        return False
-    return all(abs(float(x) - float(y)) <= 1e-9 * max(1.0, abs(float(y))) for x, y in zip(ta, tb, strict=True))
 
 
 __all__ = ["Flow", "PlanValidation", "validate_plan"]

@@ -13,7 +13,6 @@ dataset: rejoining lineages are ordinary. Where the walk stops, it says why.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mapsmith.provenance.digests import dataset_digest
+from mapsmith.provenance.reading import ManifestUnreadable, display_name, load_manifest
 from mapsmith.provenance.validator import validate_manifest
 
 __all__ = [
@@ -135,7 +135,9 @@ def index_manifests(manifest_dirs: Iterable[Path | str]) -> ManifestIndex:
     """Read every ``*.provenance.json`` (failure records included) under ``manifest_dirs``.
 
     A record without an ``output.sha256`` cannot be reached by content and is only counted; a
-    file that is not a JSON object is listed in ``unreadable`` rather than silently ignored.
+    file that ``load_manifest`` refuses (not one JSON object, too large, too deeply nested) or whose
+    fields have the wrong JSON types is listed in ``unreadable`` rather than silently ignored, and
+    never stops the other records from being read.
     """
     index = ManifestIndex()
     seen: set[Path] = set()
@@ -150,12 +152,14 @@ def index_manifests(manifest_dirs: Iterable[Path | str]) -> ManifestIndex:
                 continue
             seen.add(resolved)
             try:
-                record = json.loads(file.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, ValueError) as exc:
-                index.unreadable.append(f"{file.as_posix()}: {exc}")
+                record = load_manifest(file)
+            except ManifestUnreadable as exc:
+                # One bad record is reported and skipped; it never stops the others being read.
+                index.unreadable.append(f"{display_name(file.as_posix())}: {exc.evidence.get('reason', exc.message)}")
                 continue
-            if not isinstance(record, dict):
-                index.unreadable.append(f"{file.as_posix()}: not a JSON object")
+            wrong = _wrongly_shaped(record)
+            if wrong is not None:
+                index.unreadable.append(f"{display_name(file.as_posix())}: {wrong}; skipped")
                 continue
             output = record.get("output")
             digest = output.get("sha256") if isinstance(output, dict) else None
@@ -164,6 +168,33 @@ def index_manifests(manifest_dirs: Iterable[Path | str]) -> ManifestIndex:
                 continue
             index.by_digest.setdefault(digest, []).append(IndexedRecord(file, record))
     return index
+
+
+# The fields the walk and its readers index into, and the JSON type each must have when present.
+_SHAPES: dict[str, tuple[type, ...]] = {
+    "output": (dict,),
+    "inputs": (list,),
+    "verification": (list,),
+    "engine": (dict,),
+    "parameters": (dict,),
+    "operation": (str,),
+}
+
+
+def _wrongly_shaped(record: dict[str, Any]) -> str | None:
+    """Why ``record`` cannot be walked (a field of the wrong JSON type), or None.
+
+    Not conformance (the validator reports that, and a non-conforming record is still shown as
+    such): only the shapes the code indexes into, so a hostile record cannot raise in the walk.
+    """
+    for name, types in _SHAPES.items():
+        if name in record and not isinstance(record[name], types):
+            return f"{name} is a JSON {type(record[name]).__name__}, not {' or '.join(t.__name__ for t in types)}"
+    for name in ("inputs", "verification"):
+        for position, entry in enumerate(record.get(name) or []):
+            if not isinstance(entry, dict):
+                return f"{name}[{position}] is a JSON {type(entry).__name__}, not an object"
+    return None
 
 
 def _failed_checks(record: dict[str, Any]) -> list[FailedCheck]:
@@ -314,7 +345,7 @@ def lineage_to_dict(node: LineageNode) -> dict[str, Any]:
     """The walk as plain JSON values (paths with ``/``), for MCP replies and reports."""
     out: dict[str, Any] = {
         "digest": node.digest,
-        "path": node.path,
+        "path": None if node.path is None else display_name(node.path),
         "layer": node.layer,
         "origin": node.origin,
         "cycle": node.cycle,
@@ -322,7 +353,7 @@ def lineage_to_dict(node: LineageNode) -> dict[str, Any]:
         "stopped_because": node.stopped_because,
         "producers": [
             {
-                "record": hop.record_path.as_posix(),
+                "record": display_name(hop.record_path.as_posix()),
                 "operation": hop.operation,
                 "engine": None if hop.engine is None else {"name": hop.engine.name, "version": hop.engine.version},
                 "sound": hop.sound,

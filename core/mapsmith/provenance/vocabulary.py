@@ -74,6 +74,53 @@ VOCABULARY: dict[str, Extension] = {
         "The media type of an output that is not geodata (`text/html` for `export_map`), whose `crs` is null.",
     ),
     # -- parameters keys
+    "x-mapsmith:table_columns": Extension(
+        "parameters key", "The columns of a table output with their Arrow types, as written."
+    ),
+    "x-mapsmith:sheet_name": Extension(
+        "parameters key", "The sheet of an .xlsx table output (the output file's name)."
+    ),
+    "x-mapsmith:sql_result_types": Extension("parameters key", "`run_sql` only: each result column's DuckDB type."),
+    "x-mapsmith:sql_encodings": Extension(
+        "parameters key",
+        "`run_sql` only: the shapefiles read whose .cpg names a code page, and how their text was decoded.",
+    ),
+    "x-mapsmith:coordinate_mode": Extension(
+        "parameters key",
+        "`table_to_points` only: where the coordinates came from, `xy` (two columns) or `wkt` (one column).",
+    ),
+    "x-mapsmith:skipped_row_count": Extension(
+        "parameters key",
+        "`table_to_points` only: how many rows were skipped as unreadable under `skip_invalid_rows`.",
+    ),
+    "x-mapsmith:skipped_rows": Extension(
+        "parameters key",
+        "`table_to_points` only: the first 100 skipped rows, each with its row number, field, value and reason.",
+    ),
+    "x-mapsmith:field_replaced": Extension(
+        "parameters key",
+        "`measure_area`, `measure_length`, `calculate_field`: true when `output_field` existed and was replaced.",
+    ),
+    "x-mapsmith:expression_canonical": Extension(
+        "parameters key",
+        "`calculate_field` only: the expression as parsed, fully parenthesised.",
+    ),
+    "x-mapsmith:field_type": Extension(
+        "parameters key",
+        "`calculate_field` only: the type the column was written as (`integer`, `real` or `text`).",
+    ),
+    "x-mapsmith:field_type_source": Extension(
+        "parameters key",
+        "`calculate_field` only: whether that type was `declared` by the caller or `inferred` from the values.",
+    ),
+    "x-mapsmith:xy_unit": Extension(
+        "parameters key",
+        "`calculate_field` only: the unit of `$x` and `$y`, the layer CRS's own (degrees in a geographic CRS).",
+    ),
+    "x-mapsmith:fields_written": Extension(
+        "parameters key",
+        "`select_fields` only: the fields written, in the order written.",
+    ),
     "x-mapsmith:engine_seconds": Extension(
         "parameters key",
         "Wall-clock seconds the implementation ran (reading, computing, writing the output), before "
@@ -259,6 +306,30 @@ VOCABULARY: dict[str, Extension] = {
         "logarithm or root out of its domain, overflow), written as nodata.",
     ),
     # -- check names (verification[].name); the spec's core names need no prefix
+    "x-mapsmith:table_readable": Extension(
+        "check name", "A table output (CSV, JSON, Parquet, XLSX) was read back from the bytes written."
+    ),
+    "x-mapsmith:row_count": Extension("check name", "A table output read back has as many rows as were written."),
+    "x-mapsmith:columns_present": Extension(
+        "check name", "A table output read back has the columns written, in order."
+    ),
+    "x-mapsmith:column_types": Extension(
+        "check name",
+        "Each column of a table output reads back as the type family written (integer, number, text, boolean, "
+        "temporal).",
+    ),
+    "x-mapsmith:declared_geometry_type": Extension(
+        "check name", "`run_sql` only: the result holds only the geometry type declared in `geometry_type`."
+    ),
+    "x-mapsmith:rows_accounted": Extension(
+        "check name",
+        "`table_to_points`: the points written plus the rows skipped equal the table's row count.",
+    ),
+    "x-mapsmith:fields_as_requested": Extension(
+        "check name",
+        "`select_fields`, `rename_fields`, `calculate_field`: exactly the intended fields, in order, read back "
+        "from the written file (for `calculate_field`, with the type it was written as).",
+    ),
     "x-mapsmith:georeferencing_unambiguous": Extension(
         "check name",
         "Precondition on a raster input (named in `argument`): the GeoTIFF's own tags, any `.aux.xml` sidecar and "
@@ -328,6 +399,10 @@ VOCABULARY: dict[str, Extension] = {
         "and message.",
     ),
     # -- transformation keys (core/mapsmith/crs.py)
+    "x-mapsmith:coordinates_crs": Extension(
+        "crs_decisions key",
+        "`convert_format` to a table only: the CRS of the WKT or x/y columns (null when the geometry was left out).",
+    ),
     "x-mapsmith:alignment": Extension(
         "crs_decisions key",
         "Second inputs moved into input_path's CRS before computing, by argument: each with `source_crs`, "

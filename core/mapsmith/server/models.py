@@ -3,10 +3,16 @@
 Each reply the server sends is validated against its model before it leaves, so a client that
 checks structured content against the schema never sees a shape the schema does not describe.
 Errors are not described here: they are ``isError`` results carrying ``{code, message, hint}``.
+
+``published_schema`` is the schema a client is sent: pydantic's JSON Schema with what only costs
+tokens taken out (generated titles, ``$defs`` indirection, ``additionalProperties: true``, null
+defaults, class docstrings). Pydantic has switches for titles but none that inlines ``$defs`` or
+drops the rest, so the walk is written here; it never changes what the schema accepts.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -208,3 +214,48 @@ class MapExportReply(_Reply):
     layers: list[dict[str, Any]]
     states: dict[str, int]
     notes: list[str]
+
+
+@cache
+def published_schema(model: type[_Reply]) -> dict[str, Any]:
+    """The compact output schema of ``model``, accepting exactly what ``model_json_schema()`` accepts."""
+    full = model.model_json_schema()
+    return _compact(full, full.get("$defs", {}))
+
+
+# Keywords that annotate a schema without constraining it (pydantic's generated titles, class docstrings,
+# defaults), and ``$defs``, whose entries are inlined where they are referenced.
+_DROPPED = ("title", "description", "default", "$defs")
+
+
+def _compact(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_compact(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        # Reply models are not recursive, so every reference can be replaced by what it names.
+        return _compact(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROPPED or (key == "additionalProperties" and value is True):  # true is the default
+            continue
+        if key == "properties":  # its keys are field names, never keywords
+            out[key] = {name: _compact(sub, defs) for name, sub in value.items()}
+            continue
+        out[key] = _compact(value, defs)
+    if "type" in out and ("enum" in out or "const" in out):
+        del out["type"]  # pydantic adds it to Literal fields; the values already say it
+    return _nullable_as_type_list(out)
+
+
+def _nullable_as_type_list(schema: dict[str, Any]) -> dict[str, Any]:
+    # pydantic writes ``X | None`` as anyOf[{type: X}, {type: null}]; a type list says the same in half the text.
+    options = schema.get("anyOf")
+    if not options or len(options) != 2 or {"type": "null"} not in options:
+        return schema
+    other = options[0] if options[1] == {"type": "null"} else options[1]
+    if set(other) != {"type"} or not isinstance(other["type"], str):
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    return {**rest, "type": [other["type"], "null"]}

@@ -241,6 +241,14 @@ def _reproject(ctx: RunContext) -> list[dict[str, Any]]:
 
 
 def _measure_validate(ctx: RunContext) -> None:
+    if ctx.arguments.get("output_field", "area_m2") != "area_m2" or ctx.arguments.get("overwrite_field"):
+        # The ArcPy steps write area_m2 and never replace a field: say so rather than ignore the arguments
+        raise _refuse(
+            "measure_area",
+            "output_field/overwrite_field",
+            "writing another field, or replacing one, is not mapped to ArcGIS yet",
+            f"omit them, or {FALLBACK_HINT}",
+        )
     if ctx.arguments["method"] != "geodesic":
         raise _refuse(
             "measure_area",

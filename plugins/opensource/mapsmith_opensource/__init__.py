@@ -20,19 +20,50 @@ REQUIRED_MODULES = ("geopandas", "shapely", "pyproj", "pyogrio", "pyarrow", "duc
 def availability() -> Availability:
     missing = [m for m in REQUIRED_MODULES if importlib.util.find_spec(m) is None]
     if missing:
-        return Availability(
-            False,
-            reason=f"missing Python packages: {', '.join(missing)}",
-            fix="pip install --force-reinstall mapsmith",
-        )
+        from mapsmith._compat import install_command
+
+        # From where this MapSmith was installed: the 'mapsmith' on PyPI is another project.
+        return Availability(False, reason=f"missing Python packages: {', '.join(missing)}", fix=install_command())
     return Availability(True)
 
 
-def engine_versions() -> Mapping[str, str]:
-    from mapsmith_opensource import duckdb_spatial
-    from mapsmith_opensource.common import engine_versions as vector_versions
+# Engine distributions, and the name server_info reports each under.
+VERSIONED_DISTRIBUTIONS = {
+    "geopandas": "geopandas",
+    "shapely": "shapely",
+    "pyproj": "pyproj",
+    "pyogrio": "pyogrio",
+    "pyarrow": "pyarrow",
+    "duckdb": "duckdb",
+    "duckdb-extension-spatial": "duckdb-spatial",
+    # the [raster] and [whitebox] extras' engines, when installed
+    "rasterio": "rasterio",
+    "exactextract": "exactextract",
+    "whitebox-workflows": "whitebox-workflows",
+}
 
-    return {**vector_versions(), **duckdb_spatial.versions()}
+
+def engine_versions() -> Mapping[str, str]:
+    """Versions from install metadata and the wheels' data files: no engine is imported to read them.
+
+    A manifest records the versions the engine itself reports when it runs; this is what is installed.
+    """
+    from mapsmith import _compat
+
+    versions = {
+        label: version
+        for distribution, label in VERSIONED_DISTRIBUTIONS.items()
+        if (version := _compat.version_of(distribution)) is not None
+    }
+    for library, read in (
+        ("GEOS", _compat.geos_version),
+        ("PROJ", _compat.proj_version),
+        ("GDAL", _compat.gdal_version),
+    ):
+        found = read()
+        if found is not None:
+            versions[library] = found
+    return versions
 
 
 def dataset_io() -> object:

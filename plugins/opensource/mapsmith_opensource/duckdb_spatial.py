@@ -19,6 +19,8 @@ from mapsmith.errors import ConfigurationError
 
 MEMORY_ENV = "MAPSMITH_DUCKDB_MEMORY"
 TEMP_LIMIT_ENV = "MAPSMITH_DUCKDB_TEMP_LIMIT"
+THREADS_ENV = "MAPSMITH_DUCKDB_THREADS"
+DEFAULT_THREADS = 2  # the call shares the machine with the server and other calls
 ALLOW_EXTENSIONS_ENV = "MAPSMITH_ALLOW_EXTENSIONS"
 DEFAULT_MEMORY = "4GB"
 DEFAULT_TEMP_LIMIT = "8GB"
@@ -105,6 +107,18 @@ def _size_setting(environ: Mapping[str, str], name: str, default: str) -> str:
     return raw.strip()
 
 
+def _threads_setting(environ: Mapping[str, str]) -> int:
+    raw = environ.get(THREADS_ENV, str(DEFAULT_THREADS))
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ConfigurationError(
+            f"{THREADS_ENV}={raw!r} is not a positive whole number of threads",
+            code="DUCKDB_LIMIT_INVALID",
+            evidence={"variable": THREADS_ENV, "value": raw},
+            hint=f"set {THREADS_ENV} to 1 or more (default {DEFAULT_THREADS}), or unset it",
+        )
+    return int(raw)
+
+
 def allowed_extensions(environ: Mapping[str, str]) -> tuple[str, ...]:
     """The extra extensions named in MAPSMITH_ALLOW_EXTENSIONS (a comma list of extension names)."""
     raw = environ.get(ALLOW_EXTENSIONS_ENV, "")
@@ -126,16 +140,18 @@ def sandboxed_connect(workspace_root: Path | None, environ: Mapping[str, str]) -
     Spatial is loaded from the wheel's file (never installed, never downloaded), then the extensions
     named in MAPSMITH_ALLOW_EXTENSIONS; after that no extension can be installed or loaded. The network
     file systems are disabled, community and unsigned extensions refused, Python replacement scans
-    off (a table name never reaches a variable of this process), memory and temporary disk capped
-    (MAPSMITH_DUCKDB_MEMORY, MAPSMITH_DUCKDB_TEMP_LIMIT). With a workspace, external access is off and
-    only the workspace (and DuckDB's own temporary folder) may be read or written. Temporary files and
-    the extension directory are a fresh private folder each (``mapsmith-duckdb-*`` in the system
-    temporary directory), removed by ``close``; nothing is written to ``~/.duckdb``.
+    off (a table name never reaches a variable of this process), memory, temporary disk and threads
+    capped (MAPSMITH_DUCKDB_MEMORY, MAPSMITH_DUCKDB_TEMP_LIMIT, MAPSMITH_DUCKDB_THREADS). With a
+    workspace, external access is off and only the workspace (and DuckDB's own temporary folder) may
+    be read or written. Temporary files and the extension directory are a fresh private folder each
+    (``mapsmith-duckdb-*`` in the system temporary directory), removed by ``close``; nothing is
+    written to ``~/.duckdb``.
     """
     import duckdb
 
     memory = _size_setting(environ, MEMORY_ENV, DEFAULT_MEMORY)
     temp_limit = _size_setting(environ, TEMP_LIMIT_ENV, DEFAULT_TEMP_LIMIT)
+    threads = _threads_setting(environ)
     extras = allowed_extensions(environ)
     spatial = extension_file()
     temp_dir = Path(tempfile.mkdtemp(prefix="mapsmith-duckdb-tmp-"))
@@ -150,6 +166,7 @@ def sandboxed_connect(workspace_root: Path | None, environ: Mapping[str, str]) -
         "temp_directory": str(temp_dir),
         "memory_limit": memory,
         "max_temp_directory_size": temp_limit,
+        "threads": str(threads),
     }
     con = None
     try:

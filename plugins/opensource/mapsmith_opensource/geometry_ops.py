@@ -1,5 +1,5 @@
-"""The opensource stack's geometry operations: simplify, centroids, points on surface, convex hulls,
-lengths, explicit repair, distance clustering and the nearest-neighbour index.
+"""The opensource stack's geometry operations: simplify, centroids, points on surface, convex hulls
+and explicit repair.
 
 Every distance or area is in metres: geodesic on the layer's own ellipsoid, or measured in the frame
 ``common.to_metric`` chose and recorded. Degrees are never read as a length. Operations that only
@@ -7,31 +7,40 @@ choose a point or a hull from the data's own vertices (point_on_surface, convex_
 input_path's CRS, so their results hold exactly against the geometry as stored. Nothing is dropped:
 a feature whose result is empty, degenerate or unplaceable is written, counted and reported. Engines
 are imported inside functions only.
+
+measure_length and the geodesic helpers live in ``measures``, the point-pattern operations
+(cluster_points_by_distance, nearest_neighbour_index) in ``point_pattern_ops``; this module's
+REGISTRATIONS still names them, so the stack's list of operation modules did not change.
 """
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import crs_label
 from mapsmith.errors import InputError
 from mapsmith_opensource import io
 from mapsmith_opensource.common import (
-    MAX_SCALE_DISTORTION,
-    MetricFrame,
     read_input,
     set_engine,
     to_metric,
-    transform_frame,
     write_output,
 )
+from mapsmith_opensource.measures import (
+    MAX_ANSWER_ROWS,
+)
+from mapsmith_opensource.measures import absent as _absent
+from mapsmith_opensource.measures import ellipsoid_name as _ellipsoid
+from mapsmith_opensource.measures import geodesic_measures as _geodesic_measures
+from mapsmith_opensource.measures import indices as _indices
+from mapsmith_opensource.measures import measure_length as measure_length
+from mapsmith_opensource.measures import native_crs_decision as _native_crs_decision
+from mapsmith_opensource.measures import total as _total
+from mapsmith_opensource.point_pattern_ops import cluster_points_by_distance as cluster_points_by_distance
+from mapsmith_opensource.point_pattern_ops import nearest_neighbour_index as nearest_neighbour_index
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
-    import geopandas as gpd
-    import numpy as np
-
     from mapsmith.runner import RunContext
 
 REGISTRATIONS = (
@@ -45,112 +54,8 @@ REGISTRATIONS = (
     Registration("nearest_neighbour_index", "nearest_neighbour_index"),
 )
 
-MAX_ANSWER_ROWS = 200
 # A check compares distances computed in two ways; this much relative slack absorbs float rounding.
 RELATIVE_SLACK = 1e-9
-# Clark & Evans (1954): the standard error of the mean nearest-neighbour distance under complete
-# spatial randomness is 0.26136 / sqrt(n * density).
-CLARK_EVANS_SE = 0.26136
-# |z| above this rejects complete spatial randomness at the 5 % level (two-sided).
-Z_CRITICAL_5_PERCENT = 1.959964
-# Features are queried against the STRtree in blocks, so memory grows with the pairs of one block.
-QUERY_BLOCK = 8192
-
-
-# -- shared helpers ---------------------------------------------------------------------------
-
-
-def _geodetic(gdf: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
-    """The layer in the geographic CRS of its own datum: no datum shift enters a geodesic measure."""
-    crs = gdf.crs
-    if crs.is_geographic:
-        return gdf
-    from pyproj import Transformer
-
-    geographic = crs.geodetic_crs
-    return transform_frame(gdf, Transformer.from_crs(crs, geographic, always_xy=True), geographic)
-
-
-def _ellipsoid(gdf: gpd.GeoDataFrame) -> str:
-    return gdf.crs.ellipsoid.name if gdf.crs.ellipsoid else "unknown"
-
-
-def _geodesic_measures(gdf: gpd.GeoDataFrame) -> tuple[list[float | None], list[float | None]]:
-    """Per feature: geodesic length (a line's length, a polygon's perimeter) and geodesic area
-    (polygons only), on the layer's ellipsoid. None where the measure does not apply or there is
-    no geometry."""
-    import shapely
-
-    from mapsmith_opensource.common import geodesic_areas
-
-    lonlat = _geodetic(gdf)
-    geod = gdf.crs.get_geod()
-    geoms = lonlat.geometry.values
-    dims = shapely.get_dimensions(geoms)
-    absent = shapely.is_missing(geoms) | shapely.is_empty(geoms)
-    lengths: list[float | None] = []
-    areas: list[float | None] = []
-    polygons = [i for i in range(len(geoms)) if dims[i] == 2 and not absent[i]]
-    polygon_areas = dict(zip(polygons, geodesic_areas(lonlat.iloc[polygons]), strict=True)) if polygons else {}
-    for i, geom in enumerate(geoms):
-        if absent[i] or dims[i] < 1:
-            lengths.append(None)
-        else:
-            lengths.append(float(geod.geometry_length(geom)))
-        areas.append(float(polygon_areas[i]) if i in polygon_areas else None)
-    return lengths, areas
-
-
-def _total(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return float(sum(present)) if present else None
-
-
-def _absent(geoms: Any) -> np.ndarray:
-    """True where a feature has no position: a null or an empty geometry."""
-    import shapely
-
-    return shapely.is_missing(geoms) | shapely.is_empty(geoms)
-
-
-def _refuse_existing_field(ctx: RunContext, gdf: gpd.GeoDataFrame, field: str) -> None:
-    if field in gdf.columns:
-        raise InputError(
-            f"the input already has a field {field!r}; MapSmith will not overwrite it",
-            code="FIELD_EXISTS",
-            evidence={"field": field, "path": ctx.arguments["input_path"]},
-            hint=f"rename or drop the existing {field} field first",
-        )
-
-
-def _measured_only(ctx: RunContext, metric: MetricFrame, what: str) -> None:
-    """Correct to_metric's record when the metric frame was used to measure only: the coordinates
-    written (if any) are input_path's own and never made the return trip."""
-    if not metric.transformed:
-        return
-    source, analysis = crs_label(metric.source), crs_label(metric.crs)
-    why = (
-        f"{source} is geographic (degrees), so metres cannot be measured in it"
-        if metric.source.is_geographic
-        else f"{source} distorts distances by more than {MAX_SCALE_DISTORTION:.0%} at the data's centre"
-    )
-    ctx.crs_decisions["target_crs"] = analysis
-    ctx.crs_decisions["reason"] = (
-        f"{why}; {what} in the UTM zone estimated from the layer's extent ({analysis}). Only the "
-        f"measurement used that zone: no coordinate was transformed back, and any coordinates written "
-        f"are input_path's own, in {source}"
-    )
-
-
-def _native_crs_decision(ctx: RunContext, gdf: gpd.GeoDataFrame, why: str) -> None:
-    label = crs_label(gdf.crs)
-    ctx.crs_decisions.update({"analysis_crs": label, "reason": why, "source_crs": label, "target_crs": None})
-
-
-def _indices(mask: Any) -> list[int]:
-    import numpy as np
-
-    return [int(i) for i in np.flatnonzero(mask)]
 
 
 # -- simplify_layer ---------------------------------------------------------------------------
@@ -433,47 +338,6 @@ def convex_hull(ctx: RunContext) -> None:
     )
 
 
-# -- measure_length ---------------------------------------------------------------------------
-
-
-def measure_length(ctx: RunContext) -> None:
-    set_engine(ctx)
-    gdf = read_input(ctx)
-    _refuse_existing_field(ctx, gdf, "length_m")
-    lengths, _ = _geodesic_measures(gdf)
-    crs = gdf.crs
-    ctx.crs_decisions.update(
-        {
-            "analysis_crs": crs_label(crs.geodetic_crs if not crs.is_geographic else crs),
-            "reason": f"geodesic length on the {_ellipsoid(gdf)} ellipsoid of the layer's own datum; no planar "
-            "projection's scale enters the number",
-            "source_crs": crs_label(crs),
-            "target_crs": None,
-        }
-    )
-    out = gdf.copy()
-    out["length_m"] = lengths
-    present = [v for v in lengths if v is not None]
-    attrs = [c for c in out.columns if c != out.geometry.name]
-    ctx.answer = {
-        "total_length_m": float(sum(present)),
-        "feature_count": len(out),
-        "features_without_geometry": len(lengths) - len(present),
-        "method": "geodesic",
-        "rows": out[attrs].head(MAX_ANSWER_ROWS).to_dict(orient="records"),
-        "rows_truncated": len(out) > MAX_ANSWER_ROWS,
-    }
-    ctx.check(
-        "x-mapsmith:lengths_non_negative",
-        all(v >= 0 and math.isfinite(v) for v in present),
-        f"{len(present)} lengths, minimum {min(present) if present else 0:.3f} m; "
-        f"{len(lengths) - len(present)} features without geometry have no length (null)",
-    )
-    if len(present) < len(lengths):
-        ctx.notes.append(f"{len(lengths) - len(present)} features have no geometry: their length_m is null")
-    write_output(ctx, out)
-
-
 # -- repair_geometries ------------------------------------------------------------------------
 
 
@@ -561,196 +425,3 @@ def repair_geometries(ctx: RunContext) -> None:
             "inspect those features in the input: they had no area (or length) to keep",
         )
     write_output(ctx, after)
-
-
-# -- cluster_points_by_distance ---------------------------------------------------------------
-
-
-def _union_find_components(tree_geoms: Any, distance: float) -> list[int]:
-    """For each geometry, the smallest index of the group it chains into: geometries within
-    ``distance`` of each other (inclusive) are linked, and links are transitive (single linkage)."""
-    import shapely
-
-    tree = shapely.STRtree(tree_geoms)
-    parent = list(range(len(tree_geoms)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for start in range(0, len(tree_geoms), QUERY_BLOCK):
-        block = tree_geoms[start : start + QUERY_BLOCK]
-        pairs = tree.query(block, predicate="dwithin", distance=distance)
-        for a, b in zip((pairs[0] + start).tolist(), pairs[1].tolist(), strict=True):
-            if a < b:
-                ra, rb = find(a), find(b)
-                if ra != rb:
-                    parent[max(ra, rb)] = min(ra, rb)
-    return [find(i) for i in range(len(tree_geoms))]
-
-
-def cluster_points_by_distance(ctx: RunContext) -> None:
-    import pandas as pd
-
-    set_engine(ctx)
-    distance = ctx.arguments["distance_meters"]
-    min_points = ctx.arguments["min_points"]
-    gdf = read_input(ctx)
-    _refuse_existing_field(ctx, gdf, "cluster_id")
-    metric = to_metric(ctx, gdf, "clustered")
-    _measured_only(ctx, metric, "distances between points were measured")
-    units = metric.units(distance)
-    ctx.parameters["x-mapsmith:distance_in_analysis_units"] = units
-    geoms = metric.frame.geometry.values
-    placed = _indices(~_absent(geoms))
-    roots = _union_find_components(geoms[placed], units) if placed else []
-    sizes: dict[int, int] = {}
-    for r in roots:
-        sizes[r] = sizes.get(r, 0) + 1
-    ids: dict[int, int] = {}  # root -> cluster_id, numbered by first appearance in the input
-    labels: list[int | None] = [None] * len(gdf)
-    for i, r in zip(placed, roots, strict=True):
-        if sizes[r] < min_points:
-            continue
-        labels[i] = ids.setdefault(r, len(ids) + 1)
-    out = gdf.copy()
-    out["cluster_id"] = pd.array(labels, dtype="Int64")
-    clusters = [{"cluster_id": cid, "size": sizes[r]} for r, cid in ids.items()]
-    unclustered = sum(sizes[r] for r in sizes if sizes[r] < min_points)
-    without = len(gdf) - len(placed)
-    ctx.answer = {
-        "cluster_count": len(clusters),
-        "cluster_sizes": clusters[:MAX_ANSWER_ROWS],
-        "clusters_truncated": len(clusters) > MAX_ANSWER_ROWS,
-        "largest_cluster_size": max((c["size"] for c in clusters), default=0),
-        "unclustered_count": unclustered,
-        "features_without_position": without,
-        "distance_meters": distance,
-        "min_points": min_points,
-        "linkage": "single: points within distance_meters of each other (inclusive) chain into one cluster",
-    }
-    if unclustered:
-        ctx.notes.append(
-            f"{unclustered} points lie in groups smaller than min_points={min_points}: their cluster_id is null"
-        )
-    if without:
-        ctx.warn(
-            "FEATURES_WITHOUT_POSITION",
-            f"{without} features have no geometry (null or empty): they are written with a null cluster_id",
-            "select the features with a geometry first if they should not be in the output",
-        )
-    write_output(ctx, out)
-
-
-# -- nearest_neighbour_index ------------------------------------------------------------------
-
-
-def nearest_neighbour_index(ctx: RunContext) -> None:
-    import numpy as np
-    import shapely
-
-    set_engine(ctx)
-    given_area = ctx.arguments.get("area_m2")
-    gdf = read_input(ctx)
-    geoms = gdf.geometry.values
-    path = ctx.arguments["input_path"]
-    absent = _indices(_absent(geoms))
-    if absent:
-        raise InputError(
-            f"{len(absent)} of {len(gdf)} features have no position (null or empty geometry); the index "
-            "counts points, and a point without a position cannot be counted or measured",
-            code="FEATURES_WITHOUT_POSITION",
-            evidence={"path": path, "count": len(absent), "feature_indices": absent[:20]},
-            hint="select the features that have a geometry first, then run the index on them",
-        )
-    parts = shapely.get_num_geometries(geoms)
-    multi = _indices(parts > 1)
-    if multi:
-        raise InputError(
-            f"{len(multi)} features are multi-points with more than one point; the index needs one point per event",
-            code="MULTIPOINT_REFUSED",
-            evidence={"path": path, "count": len(multi), "feature_indices": multi[:20]},
-            hint="split multi-part features into single points first, so each point is counted once",
-        )
-    n = len(gdf)
-    if n < 2:
-        raise InputError(
-            f"the nearest-neighbour index needs at least 2 points; {path} has {n}",
-            code="NOT_ENOUGH_POINTS",
-            evidence={"path": path, "count": n},
-            hint="run it on a layer with two or more points",
-        )
-    metric = to_metric(ctx, gdf, "measured")
-    _measured_only(ctx, metric, "nearest-neighbour distances and the hull area were measured")
-    xy = shapely.get_coordinates(metric.frame.geometry.values)
-    unit = metric.metres_per_unit
-    unique, inverse, counts = np.unique(xy, axis=0, return_inverse=True, return_counts=True)
-    inverse = inverse.reshape(-1)
-    nearest_unique = np.zeros(len(unique))
-    if len(unique) > 1:
-        # Coincident points are one tree entry: STRtree's exclusive query skips equal geometries,
-        # which would otherwise hide a nearest neighbour at distance 0.
-        tree_points = shapely.points(unique)
-        (source, _), distances = shapely.STRtree(tree_points).query_nearest(
-            tree_points, exclusive=True, return_distance=True, all_matches=False
-        )
-        nearest_unique[source] = distances
-    nearest = np.where(counts[inverse] > 1, 0.0, nearest_unique[inverse]) * unit
-    coincident = int((counts[inverse] > 1).sum())
-    hull_area = float(shapely.convex_hull(shapely.multipoints(xy)).area) * unit * unit
-    if given_area is None:
-        if hull_area <= 0:
-            raise InputError(
-                "the points' convex hull has no area (they are collinear or coincide), so it cannot be the study area",
-                code="STUDY_AREA_ZERO",
-                evidence={"path": path, "count": n, "distinct_positions": len(unique)},
-                hint="pass the study area in square metres as area_m2",
-            )
-        area, area_source = hull_area, "convex hull of the points (area_m2 not given)"
-    else:
-        area, area_source = float(given_area), "the area_m2 argument"
-        ctx.check(
-            "x-mapsmith:study_area_covers_points",
-            hull_area <= area * (1 + RELATIVE_SLACK),
-            f"the points' convex hull covers {hull_area:,.3f} m2; the stated study area is {area:,.3f} m2",
-            critical=False,
-        )
-        if hull_area > area * (1 + RELATIVE_SLACK):
-            ctx.warn(
-                "STUDY_AREA_SMALLER_THAN_POINTS",
-                f"area_m2={area:,.1f} is smaller than the convex hull of the points ({hull_area:,.1f} m2)",
-                "check the unit: area_m2 is in square metres (1 km2 = 1,000,000 m2; 1 ha = 10,000 m2)",
-            )
-    observed = float(nearest.mean())
-    density = n / area
-    expected = 0.5 / math.sqrt(density)
-    standard_error = CLARK_EVANS_SE / math.sqrt(n * density)
-    z = (observed - expected) / standard_error
-    p = math.erfc(abs(z) / math.sqrt(2))
-    ratio = observed / expected
-    if abs(z) < Z_CRITICAL_5_PERCENT:
-        pattern = "not significantly different from random (5 % level)"
-    else:
-        pattern = "clustered" if ratio < 1 else "dispersed"
-    ctx.answer = {
-        "point_count": n,
-        "observed_mean_distance_m": observed,
-        "expected_mean_distance_m": expected,
-        "nearest_neighbour_ratio": ratio,
-        "z_score": z,
-        "p_value": p,
-        "pattern": pattern,
-        "study_area_m2": area,
-        "study_area_source": area_source,
-        "convex_hull_area_m2": hull_area,
-        "coincident_points": coincident,
-        "computed_in": crs_label(metric.crs),
-        "formula": "Clark & Evans (1954): R = observed / (0.5 / sqrt(n / A)); z = (observed - expected) / "
-        "(0.26136 / sqrt(n^2 / A)); no edge correction",
-    }
-    ctx.notes.append(
-        f"study area {area:,.3f} m2 from {area_source}; without an edge correction, points near the study "
-        "area's edge find their nearest neighbour farther away than inside, which raises R"
-    )

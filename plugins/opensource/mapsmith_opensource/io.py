@@ -2,8 +2,10 @@
 
 One place decides how each format is read and written: GDAL through pyogrio for GeoPackage,
 GeoJSON, FlatGeobuf and shapefiles; GeoParquet through pyarrow (the pyogrio wheel's GDAL has no
-Parquet driver). Headers are read without loading features wherever the format allows. This module
-never chooses a CRS, never drops a feature, and never writes anywhere but the path it is given.
+Parquet driver). Headers are read without loading features wherever the format allows. Every
+open goes through ``vector_source`` (``mapsmith.gdalpolicy``): GDAL reads a file with the driver its
+extension names, never the one its content suggests. This module never chooses a CRS, never drops a
+feature, and never writes anywhere but the path it is given.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mapsmith.crsdeclared import strict_json_loads
 from mapsmith.errors import InputError, OutputError
+from mapsmith.gdalpolicy import check_vector_driver, vector_source
 from mapsmith.registry import DatasetInfo
 
 if TYPE_CHECKING:
@@ -28,6 +32,9 @@ WRITE_DRIVERS = {
     ".geoparquet": "parquet",
 }
 GENERIC_TYPES = {"Unknown", "Geometry", "GeometryCollection", None, ""}
+# Drivers whose layer extent is not the extent of the layer's features: LIBKML's extent of a folder
+# includes the placemarks of its sub-folders, which are layers of their own.
+HEADER_BOUNDS_UNTRUSTED = frozenset({"LIBKML", "KML"})
 
 
 def is_parquet(path: Path) -> bool:
@@ -47,8 +54,9 @@ def list_layers(path: Path) -> list[str]:
         return [path.stem]
     import pyogrio
 
+    source, _ = vector_source(path)
     try:
-        return [str(row[0]) for row in pyogrio.list_layers(path)]
+        return [str(row[0]) for row in pyogrio.list_layers(source)]
     except Exception as exc:
         raise _unreadable(path, exc) from exc
 
@@ -70,10 +78,13 @@ def read_layer(path: Path, layer: str | None = None) -> gpd.GeoDataFrame:
     try:
         if is_parquet(path):
             return gpd.read_parquet(path)
-        gdf = gpd.read_file(path, layer=layer, engine="pyogrio")
+        source, _ = vector_source(path)
+        gdf = gpd.read_file(source, layer=layer, engine="pyogrio")
+    except InputError:
+        raise
     except Exception as exc:
         raise _unreadable(path, exc) from exc
-    if path.suffix.lower() == ".shp":
+    if path.suffix.lower() in (".shp", ".zip"):  # a zip is read as zipped shapefiles only
         gdf = _organise_shapefile_rings(gdf)
     return gdf
 
@@ -234,7 +245,16 @@ def _parquet_info(path: Path) -> tuple[Any, int, tuple[str, ...], tuple[float, .
     import pyarrow.parquet as pq
 
     meta = pq.read_metadata(path)
-    geo = json.loads((meta.metadata or {}).get(b"geo", b"{}") or b"{}")
+    try:
+        # Strict: with a key twice (two "crs"), readers disagree on which one is the CRS.
+        geo = strict_json_loads((meta.metadata or {}).get(b"geo", b"{}") or b"{}")
+    except ValueError as exc:
+        raise InputError(
+            f"{path.name}: the GeoParquet 'geo' metadata is not strict JSON: {exc}",
+            code="INPUT_UNREADABLE",
+            evidence={"path": str(path), "problem": str(exc)},
+            hint="rewrite the file with geopandas to_parquet, which writes each key once",
+        ) from exc
     if not geo:
         raise InputError(
             f"{path.name} is a Parquet file without GeoParquet metadata",
@@ -264,10 +284,12 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
     else:
         import pyogrio
 
+        source, driver_expected = vector_source(path)
         try:
-            info = pyogrio.read_info(path, layer=layer, force_feature_count=True, force_total_bounds=True)
+            info = pyogrio.read_info(source, layer=layer, force_feature_count=True, force_total_bounds=True)
         except Exception as exc:
             raise _unreadable(path, exc) from exc
+        check_vector_driver(path, info.get("driver"), driver_expected)
         crs_input = info.get("crs")
         if path.suffix.lower() in (".geojson", ".json"):
             _check_geojson_crs(path, crs_input)
@@ -275,6 +297,8 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
         types = (info.get("geometry_type"),) if info.get("geometry_type") else ()
         tb = info.get("total_bounds")
         bounds = tuple(float(v) for v in tb) if tb is not None else None
+        if info.get("driver") in HEADER_BOUNDS_UNTRUSTED:
+            bounds = None  # computed from the features below
         fields = tuple(str(f) for f in info.get("fields", ()))
         driver = info.get("driver")
         layers = tuple(list_layers(path))
@@ -301,7 +325,7 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
             bounds_lonlat=None,
             fields=fields,
         )
-    if validity or not types or set(types) & GENERIC_TYPES:
+    if validity or not types or set(types) & GENERIC_TYPES or bounds is None:
         import shapely
 
         gdf = read_layer(path, layer)

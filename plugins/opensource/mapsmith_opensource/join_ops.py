@@ -1376,12 +1376,14 @@ def _read_table(ctx: RunContext) -> pd.DataFrame:
     if io.is_parquet(path):
         return _attributes(io.read_layer(path))
     try:
-        table = pyogrio.read_dataframe(path, layer=layer, read_geometry=False)
+        table = pyogrio.read_dataframe(io.vector_source(path)[0], layer=layer, read_geometry=False)
         if key not in table.columns and path.suffix.lower() in (".xlsx", ".ods"):
             # GDAL takes the first row as a header only when its cells differ in type from the next
             # row's; a sheet of text cells reads as Field1, Field2 ... The first row naming the key
             # is the evidence that it is a header.
-            forced = pyogrio.read_dataframe(path, layer=layer, read_geometry=False, HEADERS="FORCE")
+            forced = pyogrio.read_dataframe(
+                io.vector_source(path)[0], layer=layer, read_geometry=False, HEADERS="FORCE"
+            )
             if key in forced.columns:
                 ctx.notes.append(
                     "GDAL did not detect the header row of table_path (its cells are all text); it was read "

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import crs_label
 from mapsmith.errors import ArgumentError, InputError
+from mapsmith.paging import page
 from mapsmith_opensource import io
 from mapsmith_opensource.common import align_to, read_input, require_valid, set_engine, write_output
 from mapsmith_opensource.registration import Registration
@@ -40,7 +41,6 @@ REGISTRATIONS = (
     Registration("explode_layer", "explode_layer"),
 )
 
-MAX_ANSWER_ROWS = 200
 # The suffixes GeoPandas gives a field both overlay inputs carry (input_path's, overlay_path's).
 OVERLAY_SUFFIXES = ("_1", "_2")
 SOURCE_FIELD = "source"
@@ -125,7 +125,7 @@ def _field_families(ctx: RunContext, key: str) -> dict[str, str]:
         return {n: _family(str(schema.field(n).type)) for n in fields if n in schema.names}
     import pyogrio
 
-    info = pyogrio.read_info(path, layer=ctx.layers.get(key))
+    info = pyogrio.read_info(io.vector_source(path)[0], layer=ctx.layers.get(key))
     return {str(n): _family(str(t)) for n, t in zip(info["fields"], info["dtypes"], strict=True)}
 
 
@@ -202,7 +202,7 @@ def _rows(gdf: gpd.GeoDataFrame) -> list[dict[str, Any]]:
 
     attrs = [c for c in gdf.columns if c != gdf.geometry.name]
     # Through JSON so numpy and pandas scalars (and NA) become plain values.
-    return json.loads(gdf[attrs].head(MAX_ANSWER_ROWS).to_json(orient="records"))
+    return json.loads(gdf[attrs].to_json(orient="records"))  # callers hand in one page (mapsmith.paging)
 
 
 def _crs_equal(a: Any, b: Any) -> bool:
@@ -578,10 +578,11 @@ def dissolve_layer(
         if keys
         else "one group for the whole layer",
     )
-    rows = _rows(out)
     counts = sizes.tolist() if sizes is not None else [len(gdf)] * len(out)
-    for row, n in zip(rows, counts, strict=False):
-        row["feature_count"] = int(n)
+    chosen, window = page(range(len(out)), ctx.arguments)
+    rows = _rows(out.iloc[chosen[0] : chosen[-1] + 1]) if chosen else []
+    for row, i in zip(rows, chosen, strict=True):
+        row["feature_count"] = int(counts[i])
     ctx.answer = {
         "group_count": len(out),
         "by_fields": keys,
@@ -589,7 +590,7 @@ def dissolve_layer(
         "fields_dropped": dropped,
         "null_key_features": null_count,
         "groups": rows,
-        "groups_truncated": len(out) > MAX_ANSWER_ROWS,
+        "page": window,
     }
 
 

@@ -14,22 +14,31 @@ One place decides how a grid is read before any number is computed from it:
   computes slopes or distances on a sheared grid.
 
 Engines that read files themselves get ``plain_copy``: north-up, uncompressed, no predictor.
+
+Every open goes through ``open_raster``: rasterio is given the allowed-drivers list of
+``mapsmith.gdalpolicy`` (``GTiff`` for a ``.tif``), so GDAL never reads a ``.tif`` as a VRT. A grid is
+measured from its header before any cell is read (``check_raster_size``): more cells than
+``MAPSMITH_MAX_RASTER_CELLS`` (default 250 million, about 2 GB as doubles) is refused with
+``RASTER_TOO_LARGE`` instead of letting an operation exhaust the machine's memory.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapsmith.errors import InputError, OutputError
+from mapsmith.errors import ConfigurationError, InputError, OutputError
+from mapsmith.gdalpolicy import raster_drivers
 from mapsmith.registry import DatasetInfo
 from mapsmith.verify import GEOREF_SOURCE_NAMES as SOURCE_FILES
 from mapsmith.verify import require_one_georeferencing
+from mapsmith_opensource.raster_stats import BLOCK_ROWS as BLOCK_ROWS  # sample_ops reads it from here
+from mapsmith_opensource.raster_stats import band_statistics
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,7 +50,6 @@ if TYPE_CHECKING:
 RASTER_SUFFIXES = frozenset({".tif", ".tiff", ".vrt", ".img", ".asc", ".bil", ".jp2", ".nc", ".dem"})
 # Where GDAL can find a GeoTIFF's georeferencing, in the order it consults them by default.
 GEOREF_SOURCES = ("PAM", "INTERNAL", "TABFILE", "WORLDFILE")
-BLOCK_ROWS = 1024  # rows per window when a whole raster is scanned for statistics
 RASTER_FORMATS = (".tif", ".tiff")
 
 
@@ -75,16 +83,70 @@ def _unreadable(path: Path, exc: Exception) -> InputError:
     )
 
 
-def _quiet_open(path: Path, **env: str) -> Any:
+def open_raster(path: Path, **env: str) -> Any:
+    """``rasterio.open`` for reading, with only the driver ``path``'s extension names allowed.
+
+    ``env`` holds GDAL config options for the open. Raises ``InputError`` (``INPUT_UNREADABLE``)
+    before GDAL runs when a ``.tif`` does not start like a TIFF.
+    """
     import warnings
 
     import rasterio
     from rasterio.errors import NotGeoreferencedWarning
 
+    drivers = raster_drivers(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotGeoreferencedWarning)
         with rasterio.Env(**env):
-            return rasterio.open(path)
+            # rasterio takes one name (its docs say a list too; 1.4 raises TypeError): every rule has one.
+            return rasterio.open(path, driver=drivers[0]) if drivers else rasterio.open(path)
+
+
+_quiet_open = open_raster  # the name the rest of this module grew up with
+
+
+MAX_RASTER_CELLS_ENV = "MAPSMITH_MAX_RASTER_CELLS"
+DEFAULT_MAX_RASTER_CELLS = 250_000_000
+
+
+def max_raster_cells(environ: Any = None) -> int:
+    """The cell limit per grid an operation reads (``MAPSMITH_MAX_RASTER_CELLS``, a positive integer)."""
+    raw = (os.environ if environ is None else environ).get(MAX_RASTER_CELLS_ENV)
+    if raw in (None, ""):
+        return DEFAULT_MAX_RASTER_CELLS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigurationError(
+            f"{MAX_RASTER_CELLS_ENV} must be a positive whole number of cells, not {raw!r}",
+            code="LIMIT_SETTING_INVALID",
+            evidence={"variable": MAX_RASTER_CELLS_ENV, "value": raw},
+            hint=f"set {MAX_RASTER_CELLS_ENV} to e.g. {DEFAULT_MAX_RASTER_CELLS}, or unset it for that default",
+        )
+    return value
+
+
+def check_raster_size(slot: str, given: str, width: int, height: int, bands: int = 1) -> None:
+    """Refuse a grid whose ``bands`` x height x width cells exceed the limit, from the header alone.
+
+    The size on disk says nothing: a sparse or well-compressed GeoTIFF of a few hundred KB can
+    declare 60000 x 60000 cells, and an operation holding it as float64 needs ~29 GB.
+    """
+    cells = int(width) * int(height) * int(bands)
+    limit = max_raster_cells()
+    if cells > limit:
+        raise InputError(
+            f"{slot} ({given}) is {width} x {height} cells x {bands} band(s) = {cells:,} cells, more than the "
+            f"{limit:,} one operation may read",
+            code="RASTER_TOO_LARGE",
+            evidence={"argument": slot, "path": given, "width": width, "height": height, "bands": bands}
+            | {"cells": cells, "max_cells": limit, "limit_variable": MAX_RASTER_CELLS_ENV},
+            hint="MapSmith's raster operations hold whole grids in memory: cut the raster to the area and cell "
+            "size the question needs outside MapSmith first (gdal_translate -projwin ... -tr ...), or restart the "
+            f"server with a larger {MAX_RASTER_CELLS_ENV} if this machine has the memory (about 8 bytes a cell)",
+        )
 
 
 def _transform_list(t: Affine) -> list[float]:
@@ -135,6 +197,8 @@ def inspect_raster(path: Path, *, statistics: bool = False) -> DatasetInfo:
     try:
         # Statistics decode every block: on every core (GDAL reads the option when the file is opened).
         ds = _quiet_open(path, **({"GDAL_NUM_THREADS": "ALL_CPUS"} if statistics else {}))
+    except InputError:
+        raise  # the open policy's own refusal, with its evidence
     except Exception as exc:
         raise _unreadable(path, exc) from exc
     with ds:
@@ -202,59 +266,6 @@ def _source_used(readings: Sequence[dict[str, Any]], chosen: str | None) -> str 
     order = [s.strip().upper() for s in chosen.split(",")] if chosen else list(GEOREF_SOURCES)
     present = {r["source"] for r in readings if r["transform"] is not None}
     return next((s for s in order if s in present), None)
-
-
-def _windows(ds: Any) -> Iterator[Any]:
-    from rasterio.windows import Window
-
-    for row in range(0, ds.height, BLOCK_ROWS):
-        yield Window(0, row, ds.width, min(BLOCK_ROWS, ds.height - row))
-
-
-def band_statistics(ds: Any) -> list[dict[str, Any]]:
-    """min, max, mean, standard deviation and valid-cell count of every band, read in row blocks
-    (nodata, NaN and any mask band excluded), so a large raster is never held whole. A band masked by
-    nodata alone is read as a plain array (masked arrays cost twice the time on a large grid). Run it
-    with ``GDAL_NUM_THREADS`` set, from the open on, to decode blocks on every core."""
-    import numpy as np
-    from rasterio.enums import MaskFlags
-
-    out = []
-    for band in range(1, ds.count + 1):
-        flags = set(ds.mask_flag_enums[band - 1])
-        plain = not flags & {MaskFlags.per_dataset, MaskFlags.alpha}
-        nodata = ds.nodatavals[band - 1]
-        n, total, total_sq = 0, 0.0, 0.0
-        low, high = math.inf, -math.inf
-        for window in _windows(ds):
-            if plain:
-                data = ds.read(band, window=window)
-                keep = np.ones(data.shape, bool) if nodata is None else data != nodata
-                if data.dtype.kind == "f":
-                    keep &= ~np.isnan(data)
-                values = data[keep].astype("float64")
-            else:
-                values = ds.read(band, window=window, masked=True).compressed().astype("float64")
-                values = values[~np.isnan(values)]
-            if values.size == 0:
-                continue
-            n += values.size
-            total += float(values.sum())
-            total_sq += float(np.dot(values, values))
-            low, high = min(low, float(values.min())), max(high, float(values.max()))
-        mean = total / n if n else None
-        stdev = math.sqrt(max(total_sq / n - mean * mean, 0.0)) if n and mean is not None else None
-        out.append(
-            {
-                "band": band,
-                "valid_count": n,
-                "min": low if n else None,
-                "max": high if n else None,
-                "mean": mean,
-                "stdev": stdev,
-            }
-        )
-    return out
 
 
 # -- reading a grid to compute on ---------------------------------------------------------------
@@ -376,6 +387,7 @@ def open_grid(ctx: RunContext, slot: str = "input_path") -> Grid:
     given = ctx.given_paths.get(slot, path.name)
     info = inspect_raster(path)
     grid = dict(info.grid or {})
+    check_raster_size(slot, given, grid["width"], grid["height"])
     georef = grid["georeferencing"]
     if georef["GDAL_GEOREF_SOURCES"]:
         ctx.input_environment.setdefault(slot, {})["GDAL_GEOREF_SOURCES"] = georef["GDAL_GEOREF_SOURCES"]

@@ -1,534 +1,43 @@
 """run_sql: one spatial SELECT (DuckDB dialect) written to a dataset with a manifest.
 
-The SQL is written by a model, so it is treated as hostile. Before anything runs, DuckDB's own parser
-turns it into an AST (``json_serialize_sql``) and the AST is checked: exactly one SELECT; every table
-function on an allow list; every dataset path a string literal that passes ``Workspace.resolve`` (the
-same checks as a tool's path argument), names one existing file of a format whose bytes cannot point
-GDAL at other files; no function that reads the environment or the settings; every CRS argument of
-ST_Transform / ST_SetCRS a string literal passed to the CRS guard. Each file read is added to the
-run's inputs, so the manifest lists it with its digest. The query then runs on a connection that is
-sandboxed on its own (``duckdb_spatial.sandboxed_connect``): the parser is one wall, the connection
-the second, and a test feeds the connection hostile SQL directly.
+The SQL is written by a model, so it is treated as hostile. ``sql_analysis`` (the parser wall) checks
+the statement before anything runs; each file it reads is added to the run's inputs, so the manifest
+lists it with its digest; a ``layer`` it names must exist in the file (``ST_Read`` of a missing layer
+crashes duckdb-spatial 1.5.5 and the whole process with it). The query then runs on a connection that
+is sandboxed on its own (``duckdb_spatial.sandboxed_connect``): memory, threads and temporary disk
+capped by DuckDB's own settings, and a timer that interrupts the statement after
+``MAPSMITH_CALL_TIMEOUT_S``. The parser is one wall, the connection the second, and a test feeds the
+connection hostile SQL directly.
 
-This module must never run SQL that the checks did not see, and never guess a result's CRS.
+This module must never run SQL that the checks did not see, never let DuckDB open a layer that is
+not there, and never guess a result's CRS.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapsmith.errors import CRSError, InputError, MapSmithError
+from mapsmith.errors import CRSError, MapSmithError
+from mapsmith.limits import CALL_TIMEOUT_ENV, call_timeout_s
 from mapsmith_opensource.registration import Registration
+from mapsmith_opensource.sql_analysis import (
+    SLOT,
+    SQL_ARGUMENT,
+    Analysis,
+    SQLRefused,
+    _check_declared_crs,
+    _crs_guard,
+    _refuse,
+    analyse,
+)
 
 if TYPE_CHECKING:
     from mapsmith.runner import RunContext
-    from mapsmith.workspace import Workspace
 
 REGISTRATIONS = (Registration("run_sql", "run_sql", engine="duckdb", validate="validate_run_sql"),)
-
-SQL_ARGUMENT = "sql"
-SLOT = "sql_paths"  # manifest inputs[].argument: the files the SQL reads, sql_paths[0], sql_paths[1] ...
-
-# Table functions that read one dataset: name -> the named parameters accepted (anything else, such
-# as ST_Read's sibling_files or open_options, or read_csv's rejects_table, is refused).
-_CSV_OPTIONS = frozenset(
-    {"header", "delim", "sep", "quote", "escape", "columns", "auto_detect", "types", "dtypes", "names", "skip"}
-    | {"all_varchar", "dateformat", "timestampformat", "nullstr", "decimal_separator", "sample_size"}
-    | {"normalize_names", "new_line", "comment", "max_line_size"}
-)
-READERS: dict[str, frozenset[str]] = {
-    "st_read": frozenset({"layer", "keep_wkb", "max_batch_size", "sequential_layer_scan", "spatial_filter_box"}),
-    "st_readshp": frozenset({"encoding"}),
-    "st_readosm": frozenset(),
-    "read_parquet": frozenset({"binary_as_string", "file_row_number"}),
-    "parquet_scan": frozenset({"binary_as_string", "file_row_number"}),
-    "read_csv": _CSV_OPTIONS,
-    "read_csv_auto": _CSV_OPTIONS,
-    "read_json": frozenset({"format", "records", "columns", "maximum_object_size"}),
-    "read_json_auto": frozenset({"format", "records", "columns", "maximum_object_size"}),
-    "read_ndjson": frozenset({"columns", "maximum_object_size"}),
-    "read_ndjson_auto": frozenset({"columns", "maximum_object_size"}),
-}
-# Table functions that read nothing: generators.
-GENERATORS = frozenset({"range", "generate_series", "unnest", "st_generatepoints"})
-# Scalar functions refused wherever they appear: they read the process's environment or settings, or
-# run SQL text the checks never saw. (Table functions not in READERS or GENERATORS are refused anyway.)
-REFUSED_FUNCTIONS = frozenset(
-    {"getenv", "current_setting", "json_execute_serialized_sql", "json_deserialize_sql", "query", "query_table"}
-    | {"read_text", "read_blob", "glob", "sniff_csv", "set_variable", "getvariable", "current_user"}
-)
-REFUSED_PREFIXES = ("duckdb_", "pragma_", "parquet_", "st_read_meta", "which_secret", "enable_", "disable_")
-# Functions whose CRS arguments (by position) must be string literals passed to the CRS guard.
-CRS_ARGUMENTS = {"st_transform": (1, 2), "st_setcrs": (1,)}
-# The formats a dataset path may name, each with how its first bytes must look. GDAL chooses its
-# driver from the bytes, not the name: a ".csv" holding a VRT would make GDAL open any file it names
-# (measured: a VRT inside the workspace read a file outside it), so XML is refused in every text format.
-MAGIC: dict[str, Callable[[bytes], bool]] = {
-    ".gpkg": lambda b: b.startswith(b"SQLite format 3\x00"),
-    ".parquet": lambda b: b.startswith(b"PAR1"),
-    ".geoparquet": lambda b: b.startswith(b"PAR1"),
-    ".fgb": lambda b: b.startswith(b"fgb\x03"),
-    ".shp": lambda b: b.startswith(b"\x00\x00\x27\x0a"),
-    ".geojson": lambda b: _first_char(b) in (b"{", b"["),
-    ".json": lambda b: _first_char(b) in (b"{", b"["),
-    ".ndjson": lambda b: _first_char(b) in (b"{", b""),
-    ".geojsonl": lambda b: _first_char(b) in (b"{", b""),
-    ".csv": lambda b: _first_char(b) not in (b"<", b"\x00") and b"<" not in b[:1].strip(),
-    ".tsv": lambda b: _first_char(b) not in (b"<", b"\x00"),
-    ".pbf": lambda b: not b.lstrip().startswith(b"<"),
-}
-GLOB_CHARACTERS = frozenset("*?[]{}")
-
-HINT_SINGLE_SELECT = "send one SELECT statement; write the result with output_path, not COPY or CREATE"
-HINT_LITERAL = (
-    "name each dataset as a plain string literal inside the function call, e.g. "
-    "ST_Read('parcels.gpkg') or read_parquet('points.parquet'); no expressions, variables or lists built at run time"
-)
-
-
-class SQLRefused(InputError):
-    """The SQL of run_sql was refused before it ran; ``code`` names the rule (SQL_*)."""
-
-    code = "SQL_REFUSED"
-
-
-def _first_char(head: bytes) -> bytes:
-    body = head.removeprefix(b"\xef\xbb\xbf").lstrip()
-    return body[:1]
-
-
-def _no_crs_guard(text: str, argument: str) -> None:
-    """Stand-in for the CRS-definition guard; the integrator wires in ``check_crs_argument``."""
-
-
-@dataclass
-class Analysis:
-    """What the checks found in one statement."""
-
-    statement: str
-    reads: list[tuple[str, str, Path, str | None]] = field(default_factory=list)  # (function, given, path, layer)
-    crs_literals: list[str] = field(default_factory=list)
-    transforms: bool = False  # ST_Transform / ST_SetCRS / ST_FlipCoordinates appear
-
-
-# -- the parser wall ------------------------------------------------------------------------------
-
-
-def parse_statement(sql: str) -> tuple[str, dict[str, Any]]:
-    """The one statement of ``sql`` and its AST as DuckDB's parser builds it; refusals are SQL_*."""
-    import duckdb
-
-    if not isinstance(sql, str) or not sql.strip():
-        raise SQLRefused(
-            "sql is empty", code="SQL_PARSE_ERROR", evidence={"argument": SQL_ARGUMENT}, hint=HINT_SINGLE_SELECT
-        )
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise SQLRefused(
-            f"DuckDB cannot parse the SQL: {exc}",
-            code="SQL_PARSE_ERROR",
-            evidence={"argument": SQL_ARGUMENT, "error": str(exc)[:300]},
-            hint="fix the syntax (DuckDB dialect) and send one SELECT",
-        ) from exc
-    if len(statements) != 1:
-        raise SQLRefused(
-            f"sql holds {len(statements)} statements; run_sql runs exactly one SELECT",
-            code="SQL_MULTIPLE_STATEMENTS",
-            evidence={"argument": SQL_ARGUMENT, "statements": len(statements)},
-            hint=HINT_SINGLE_SELECT,
-        )
-    kind = statements[0].type.name
-    if kind != "SELECT":
-        raise SQLRefused(
-            f"sql is a {kind} statement; run_sql runs only a SELECT",
-            code="SQL_NOT_SELECT",
-            evidence={"argument": SQL_ARGUMENT, "statement_type": kind},
-            hint=HINT_SINGLE_SELECT,
-        )
-    # The text run later is this statement's own text; PRAGMA arrives here rewritten as a SELECT over
-    # pragma_* functions, which the function checks refuse.
-    text = statements[0].query
-    con = duckdb.connect(":memory:", config={"enable_external_access": False, "autoload_known_extensions": False})
-    try:
-        (raw,) = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [text]).fetchone()
-    finally:
-        con.close()
-    tree = json.loads(raw)
-    if tree.get("error") or len(tree.get("statements", [])) != 1:
-        raise SQLRefused(
-            f"DuckDB cannot serialise the statement: {tree.get('error_message', 'not one SELECT')}",
-            code="SQL_NOT_SELECT",
-            evidence={"argument": SQL_ARGUMENT, "error": str(tree.get("error_message"))[:300]},
-            hint=HINT_SINGLE_SELECT,
-        )
-    return text, tree["statements"][0]
-
-
-def analyse(
-    sql: str,
-    workspace: Workspace,
-    check_crs_argument: Callable[[str, str], None] = _no_crs_guard,
-) -> Analysis:
-    """Check one statement against every rule of this module; the files it reads, resolved."""
-    text, tree = parse_statement(sql)
-    found = Analysis(text)
-    _walk_statement(tree, found, workspace, check_crs_argument, scope=frozenset())
-    found.statement = _deparse(tree)
-    return found
-
-
-def _deparse(tree: dict[str, Any]) -> str:
-    """SQL text for a checked AST (with its paths resolved); run_sql checks that text once more."""
-    import duckdb
-
-    con = duckdb.connect(":memory:", config={"enable_external_access": False, "autoload_known_extensions": False})
-    try:
-        (text,) = con.execute(
-            "SELECT json_deserialize_sql(?::JSON)", [json.dumps({"error": False, "statements": [tree]})]
-        ).fetchone()
-    finally:
-        con.close()
-    return str(text)
-
-
-def _refuse(code: str, message: str, hint: str, **evidence: Any) -> SQLRefused:
-    return SQLRefused(message, code=code, evidence={"argument": SQL_ARGUMENT, **evidence}, hint=hint)
-
-
-def _walk_statement(
-    node: dict[str, Any], found: Analysis, ws: Workspace, guard: Callable[[str, str], None], scope: frozenset[str]
-) -> None:
-    """A SelectStatement ({"node": ...}) or a query node."""
-    _walk_query(node["node"] if "node" in node and isinstance(node["node"], dict) else node, found, ws, guard, scope)
-
-
-def _walk_query(
-    node: dict[str, Any], found: Analysis, ws: Workspace, guard: Callable[[str, str], None], scope: frozenset[str]
-) -> None:
-    kind = node.get("type")
-    visible = set(scope)
-    for entry in (node.get("cte_map") or {}).get("map", []):
-        # A CTE sees the ones before it and itself (recursive); the body sees them all.
-        visible.add(str(entry["key"]).lower())
-        _walk_statement(entry["value"]["query"], found, ws, guard, frozenset(visible))
-    inner = frozenset(visible)
-    if kind == "SELECT_NODE":
-        _walk_table(node.get("from_table"), found, ws, guard, inner)
-        for key in ("select_list", "group_expressions"):
-            for expr in node.get(key) or []:
-                _walk_expr(expr, found, ws, guard, inner)
-        for key in ("where_clause", "having", "qualify"):
-            _walk_expr(node.get(key), found, ws, guard, inner)
-        if node.get("sample"):
-            pass  # a sample clause holds numbers only
-    elif kind in ("SET_OPERATION_NODE",):
-        for child in ("left", "right"):
-            if node.get(child):
-                _walk_query(node[child], found, ws, guard, inner)
-        for child in node.get("children") or []:
-            _walk_query(child, found, ws, guard, inner)
-    elif kind == "RECURSIVE_CTE_NODE":
-        for child in ("left", "right"):
-            _walk_query(node[child], found, ws, guard, inner | {str(node.get("ctename", "")).lower()})
-    elif kind == "CTE_NODE":
-        for child in ("query", "child"):
-            if node.get(child):
-                _walk_query(node[child], found, ws, guard, inner | {str(node.get("ctename", "")).lower()})
-    else:
-        raise _refuse(
-            "SQL_CONSTRUCT_REFUSED",
-            f"the query uses a construct run_sql does not check ({kind})",
-            "rewrite it as a plain SELECT with joins, subqueries and CTEs",
-            construct=kind,
-        )
-    for modifier in node.get("modifiers") or []:
-        for value in _values(modifier):
-            _walk_expr(value, found, ws, guard, inner)
-
-
-def _values(obj: Any) -> Iterator[dict[str, Any]]:
-    """Every expression dict inside a modifier (ORDER BY, LIMIT ...)."""
-    if isinstance(obj, dict):
-        if "class" in obj:
-            yield obj
-            return
-        for value in obj.values():
-            yield from _values(value)
-    elif isinstance(obj, list):
-        for value in obj:
-            yield from _values(value)
-
-
-def _walk_table(
-    ref: dict[str, Any] | None,
-    found: Analysis,
-    ws: Workspace,
-    guard: Callable[[str, str], None],
-    scope: frozenset[str],
-) -> None:
-    if not ref:
-        return
-    kind = ref.get("type")
-    if kind == "EMPTY":
-        return
-    if kind == "BASE_TABLE":
-        name = str(ref.get("table_name", ""))
-        qualified = ref.get("schema_name") or ref.get("catalog_name")
-        if qualified or name.lower() not in scope:
-            # Not a CTE of this query: DuckDB would look for a catalog table, a system view or, for a
-            # name like 'x.csv', a file (a replacement scan nobody named as a dataset).
-            raise _refuse(
-                "SQL_TABLE_REFUSED",
-                f"the query reads the table {name!r}, which is not a CTE of the query",
-                HINT_LITERAL,
-                table=name,
-                schema=ref.get("schema_name") or None,
-            )
-        return
-    if kind == "JOIN":
-        _walk_table(ref.get("left"), found, ws, guard, scope)
-        _walk_table(ref.get("right"), found, ws, guard, scope)
-        _walk_expr(ref.get("condition"), found, ws, guard, scope)
-        return
-    if kind == "SUBQUERY":
-        _walk_statement(ref["subquery"], found, ws, guard, scope)
-        return
-    if kind == "EXPRESSION_LIST":  # VALUES (...), (...)
-        _walk_expr(ref.get("values"), found, ws, guard, scope)
-        return
-    if kind == "TABLE_FUNCTION":
-        _table_function(ref["function"], found, ws, guard, scope)
-        return
-    raise _refuse(
-        "SQL_CONSTRUCT_REFUSED",
-        f"the query reads from a {kind} source, which run_sql does not allow",
-        "read datasets with ST_Read / read_parquet / read_csv and combine them with joins",
-        construct=kind,
-    )
-
-
-def _table_function(
-    fn: dict[str, Any], found: Analysis, ws: Workspace, guard: Callable[[str, str], None], scope: frozenset[str]
-) -> None:
-    if fn.get("class") != "FUNCTION":
-        raise _refuse(
-            "SQL_CONSTRUCT_REFUSED",
-            f"the query reads from a {fn.get('class')} expression",
-            "read datasets with ST_Read / read_parquet / read_csv",
-            construct=fn.get("class"),
-        )
-    name = str(fn.get("function_name", "")).lower()
-    if name in GENERATORS:
-        for child in fn.get("children") or []:
-            _walk_expr(child, found, ws, guard, scope)
-        return
-    if name not in READERS or fn.get("schema") or fn.get("catalog"):
-        raise _refuse(
-            "SQL_FUNCTION_REFUSED",
-            f"the table function {name} is not one run_sql allows",
-            "read datasets with " + ", ".join(sorted(READERS)) + "; nothing else reads files or settings",
-            function=name,
-        )
-    children = fn.get("children") or []
-    positional = [c for c in children if c.get("class") != "COMPARISON"]
-    named = [c for c in children if c.get("class") == "COMPARISON"]
-    if len(positional) != 1:
-        raise _refuse(
-            "SQL_PATH_NOT_LITERAL",
-            f"{name} takes exactly one dataset path here, given {len(positional)} positional arguments",
-            HINT_LITERAL,
-            function=name,
-        )
-    given = _string_literal(positional[0])
-    if given is None:
-        raise _refuse(
-            "SQL_PATH_NOT_LITERAL",
-            f"the dataset path of {name} is not a string literal",
-            HINT_LITERAL,
-            function=name,
-            expression=positional[0].get("class"),
-        )
-    layer = None
-    for option in named:
-        left = option.get("left") or {}
-        key = ".".join(left.get("column_names") or []).lower()
-        if left.get("class") != "COLUMN_REF" or key not in READERS[name]:
-            raise _refuse(
-                "SQL_OPTION_REFUSED",
-                f"{name} option {key or '?'} is not one run_sql allows",
-                f"{name} accepts {', '.join(sorted(READERS[name])) or 'no options'} here",
-                function=name,
-                option=key,
-            )
-        value = option.get("right") or {}
-        if _contains_function_or_query(value):
-            raise _refuse(
-                "SQL_OPTION_REFUSED",
-                f"{name} option {key} must be a constant",
-                "give option values as literals",
-                function=name,
-                option=key,
-            )
-        if key == "layer":
-            layer = _string_literal(value)
-    path = _resolve_dataset(name, given, ws)
-    found.reads.append((name, given, path, layer))
-    # The statement that runs names the resolved file: DuckDB and GDAL would take a relative path
-    # against the process's directory, not the workspace.
-    positional[0]["value"]["value"] = str(path)
-
-
-def _contains_function_or_query(expr: Any) -> bool:
-    if isinstance(expr, dict):
-        if expr.get("class") in ("FUNCTION", "SUBQUERY") and expr.get("function_name") != "list_value":
-            return True
-        return any(_contains_function_or_query(v) for v in expr.values())
-    if isinstance(expr, list):
-        return any(_contains_function_or_query(v) for v in expr)
-    return False
-
-
-def _string_literal(expr: dict[str, Any]) -> str | None:
-    if expr.get("class") == "CONSTANT":
-        value = expr.get("value") or {}
-        if (value.get("type") or {}).get("id") == "VARCHAR" and not value.get("is_null"):
-            return str(value.get("value"))
-    return None
-
-
-def _resolve_dataset(function: str, given: str, ws: Workspace) -> Path:
-    if GLOB_CHARACTERS & set(given):
-        raise _refuse(
-            "SQL_PATH_PATTERN",
-            f"the path {given!r} of {function} is a pattern; run_sql reads named files so each one is recorded",
-            "name every file in its own call and combine them with UNION ALL BY NAME",
-            function=function,
-            path=given,
-        )
-    try:
-        resolved = ws.resolve(given, argument=SQL_ARGUMENT)
-    except MapSmithError as exc:
-        exc.evidence.setdefault("function", function)
-        raise
-    if not isinstance(resolved, Path):
-        raise _refuse(
-            "REMOTE_INPUT_UNSUPPORTED",
-            f"{function} names a remote dataset ({given}); run_sql reads local files only",
-            "copy the dataset into the workspace and name its local path",
-            function=function,
-            path=given,
-        )
-    if not resolved.is_file():
-        raise _refuse(
-            "INPUT_NOT_FOUND",
-            f"{function} names {given}, which is not a file",
-            "check the path; relative paths are resolved against the workspace",
-            function=function,
-            path=given,
-        )
-    suffix = ".osm.pbf" if resolved.name.lower().endswith(".osm.pbf") else resolved.suffix.lower()
-    check = MAGIC.get(suffix if suffix != ".osm.pbf" else ".pbf")
-    if check is None:
-        raise _refuse(
-            "SQL_FORMAT_REFUSED",
-            f"{function} names a {suffix or 'suffix-less'} file; run_sql reads "
-            + ", ".join(sorted(MAGIC))
-            + " files only",
-            "convert the dataset with convert_format first (VRT, GML and other formats that can name "
-            "further files are never read from SQL)",
-            function=function,
-            path=given,
-            format=suffix,
-        )
-    with open(resolved, "rb") as handle:
-        head = handle.read(4096)
-    if not check(head):
-        raise _refuse(
-            "SQL_FORMAT_REFUSED",
-            f"{given} does not hold what a {suffix} file holds (its first bytes say otherwise)",
-            "GDAL picks a driver from the bytes, not the name: rename or convert the file to what it really is",
-            function=function,
-            path=given,
-            format=suffix,
-        )
-    return resolved
-
-
-def _walk_expr(
-    expr: Any, found: Analysis, ws: Workspace, guard: Callable[[str, str], None], scope: frozenset[str]
-) -> None:
-    if isinstance(expr, list):
-        for item in expr:
-            _walk_expr(item, found, ws, guard, scope)
-        return
-    if not isinstance(expr, dict):
-        return
-    cls = expr.get("class")
-    if cls == "SUBQUERY":
-        _walk_statement(expr["subquery"], found, ws, guard, scope)
-        _walk_expr(expr.get("child"), found, ws, guard, scope)
-        return
-    if cls == "FUNCTION":
-        name = str(expr.get("function_name", "")).lower()
-        if name in REFUSED_FUNCTIONS or name.startswith(REFUSED_PREFIXES) or name in READERS:
-            raise _refuse(
-                "SQL_FUNCTION_REFUSED",
-                f"the function {name} is refused in run_sql",
-                "it reads files, the environment or settings; name datasets with ST_Read / read_parquet / read_csv",
-                function=name,
-            )
-        if name in ("st_transform", "st_setcrs", "st_flipcoordinates"):
-            found.transforms = True
-        for position in CRS_ARGUMENTS.get(name, ()):
-            children = expr.get("children") or []
-            if position >= len(children):
-                continue
-            literal = _string_literal(children[position])
-            if literal is None:
-                raise _refuse(
-                    "SQL_CRS_NOT_LITERAL",
-                    f"argument {position + 1} of {name} is not a string literal CRS",
-                    "write the CRS as a literal, such as 'EPSG:32633'",
-                    function=name,
-                )
-            guard(literal, SQL_ARGUMENT)
-            found.crs_literals.append(literal)
-    for key, value in expr.items():
-        if key not in ("value", "type") and isinstance(value, (dict, list)):
-            _walk_expr(value, found, ws, guard, scope)
-
-
-# -- the operation --------------------------------------------------------------------------------
-
-
-def _crs_guard(root: Path | None) -> Callable[[str, str], None]:
-    """The CRS-definition guard (mapsmith.crsguard) under a workspace; nothing to check without one."""
-    if root is None:
-        return _no_crs_guard
-    try:
-        from mapsmith import crsguard
-    except ImportError:  # the guard is not in this build
-        return _no_crs_guard
-
-    def check_crs_argument(text: str, argument: str) -> None:
-        crsguard.check_crs_definition(text, argument=argument, workspace_root=root)
-
-    return check_crs_argument
-
-
-def _check_declared_crs(path: Path, root: Path | None) -> None:
-    if root is None:
-        return
-    try:
-        from mapsmith import crsguard
-    except ImportError:
-        return
-    crsguard.check_declared_crs(path, argument=SQL_ARGUMENT, workspace_root=root)
+__all__ = ["REGISTRATIONS", "SQLRefused", "analyse", "run_sql", "validate_run_sql"]
 
 
 def validate_run_sql(ctx: RunContext) -> None:
@@ -542,6 +51,8 @@ def validate_run_sql(ctx: RunContext) -> None:
         _crs_guard(workspace.root)(given_crs, "output_crs")
     seen: dict[Path, str] = {}
     for function, given, path, layer in found.reads:
+        if layer is not None:
+            _require_layer(ctx, given, path, layer)  # every read, not once per file: layers may differ
         if path in seen:
             continue
         if ctx.output_path is not None and path == ctx.output_path:
@@ -567,6 +78,33 @@ def validate_run_sql(ctx: RunContext) -> None:
             except MapSmithError:
                 pass  # a file GDAL cannot describe (plain Parquet): its CRS is not known, and recorded as such
     ctx.parameters["x-mapsmith:sql_datasets"] = [ctx.given_paths[s] for s in seen.values()]
+
+
+def _require_layer(ctx: RunContext, given: str, path: Path, layer: str) -> None:
+    """Refuse a layer the file does not hold, before DuckDB opens it.
+
+    duckdb-spatial 1.5.5 dereferences a null layer handle when ST_Read names a layer that is not
+    there: the process dies with SIGSEGV, and every client of the server with it. The layers are
+    listed by the stack's own reader (pyogrio), which reports a missing layer as an error.
+    """
+    from mapsmith.errors import InputError
+
+    try:
+        layers = ctx.io.list_layers(path)
+    except MapSmithError as exc:
+        raise InputError(
+            f"the SQL reads {given} with layer {layer!r}, but its layers cannot be listed: {exc.message}",
+            code="LAYER_NOT_FOUND",
+            evidence={"argument": SQL_ARGUMENT, "path": given, "layer": layer},
+            hint="read the file without layer=, or check it with describe_dataset",
+        ) from exc
+    if layer not in layers:
+        raise InputError(
+            f"{given} has no layer {layer!r}; its layers are {layers}",
+            code="LAYER_NOT_FOUND",
+            evidence={"argument": SQL_ARGUMENT, "path": given, "layer": layer, "layers": layers},
+            hint=f"name one of {layers} in ST_Read(..., layer=...)" if layers else "this file holds no vector layers",
+        )
 
 
 def _declared_crs(type_text: str) -> str | None:
@@ -623,15 +161,12 @@ def _result_crs(ctx: RunContext, found: Analysis, column_crs: str | None) -> Any
 
 
 def run_sql(ctx: RunContext) -> None:
-    """Run the checked statement on the sandboxed connection and write its rows with their CRS."""
+    """Run the checked statement on the sandboxed connection; write its rows as a layer or a table, or
+    (without output_path) answer with them."""
     import duckdb
-    import geopandas as gpd
-    import shapely
 
-    from mapsmith.crs import crs_label
     from mapsmith.workspace import Workspace
     from mapsmith_opensource import duckdb_spatial
-    from mapsmith_opensource.common import write_output
 
     # Checked again here, and the regenerated text (absolute paths) checked once more: what runs is
     # exactly what the checks saw.
@@ -645,6 +180,12 @@ def run_sql(ctx: RunContext) -> None:
             "simplify the SQL; this should not happen and is worth reporting",
         )
     found.statement = rechecked.statement
+    if found.encodings:
+        ctx.parameters["x-mapsmith:sql_encodings"] = dict(found.encodings)
+        ctx.notes.append(
+            "shapefile text decoded as its .cpg says: "
+            + "; ".join(f"{path}: {enc}" for path, enc in found.encodings.items())
+        )
     root = ctx.workspace.root if ctx.workspace is not None else None
     sandbox = duckdb_spatial.sandboxed_connect(root, ctx.environ)
     try:
@@ -655,39 +196,207 @@ def run_sql(ctx: RunContext) -> None:
         ctx.parameters["x-mapsmith:duckdb_sandbox"] = {
             k: ("." if k == "allowed_directories" else v) for k, v in sandbox.settings.items() if "directory" not in k
         }
+        # The statement is interrupted from a timer thread after MAPSMITH_CALL_TIMEOUT_S: DuckDB checks
+        # for the interrupt between vectors, so a runaway CTE or generator stops there.
+        timeout_s = call_timeout_s(ctx.environ)
+        timer = threading.Timer(timeout_s, sandbox.connection.interrupt)
+        timer.daemon = True
+        timer.start()
         try:
             relation = sandbox.connection.sql(found.statement)
             types = [str(t) for t in relation.types]
             columns = list(relation.columns)
             geometry = [c for c, t in zip(columns, types, strict=True) if t.upper().startswith("GEOMETRY")]
-            if len(geometry) != 1:
-                raise SQLRefused(
-                    f"the result has {len(geometry)} geometry columns; run_sql writes exactly one",
-                    code="SQL_GEOMETRY_COLUMN",
-                    evidence={"columns": dict(zip(columns, types, strict=True))},
-                    hint="select exactly one GEOMETRY column (ST_GeomFromWKB / ST_Point make one; drop or "
-                    "ST_AsText the others)",
-                )
-            column_crs = _declared_crs(types[columns.index(geometry[0])])
+            if ctx.output_path is None:
+                _answer(ctx, relation, columns, types, geometry)
+                return
+            shape = _output_shape(ctx, columns, types, geometry)
             table = relation.to_arrow_table()
+            _require_utf8(table)
         except duckdb.Error as exc:
-            raise _translate(exc) from exc
+            raise _translate(exc, timeout_s, sandbox.settings) from exc
+        finally:
+            timer.cancel()
     finally:
         sandbox.close()
+    if shape == "table":
+        _write_table(ctx, table, columns, types)
+    else:
+        _write_layer(ctx, found, table, columns, types, geometry[0])
+
+
+def _output_shape(ctx: RunContext, columns: list[str], types: list[str], geometry: list[str]) -> str:
+    """ "table" or "layer", from output_path's format and the result's geometry columns; refuses a mix."""
+    from mapsmith_opensource.tables import is_table_suffix
+
+    assert ctx.output_path is not None
+    suffix = ctx.output_path.suffix.lower()
+    described = dict(zip(columns, types, strict=True))
+    if is_table_suffix(ctx.output_path):
+        if geometry:
+            raise SQLRefused(
+                f"the result has the geometry column(s) {geometry}, and a {suffix} table holds no geometry",
+                code="SQL_GEOMETRY_IN_TABLE",
+                evidence={"columns": described, "format": suffix},
+                hint="select ST_AsText(geom) AS wkt, or ST_X(geom) AS x, ST_Y(geom) AS y, instead of the geometry; "
+                "or write .gpkg / .parquet / .fgb to keep it as a layer",
+            )
+        return "table"
+    if suffix == ".parquet" and not geometry:
+        return "table"  # a plain Parquet table; GeoParquet when the result has its geometry column
+    if len(geometry) != 1:
+        raise SQLRefused(
+            f"the result has {len(geometry)} geometry columns; a {suffix} layer holds exactly one",
+            code="SQL_GEOMETRY_COLUMN",
+            evidence={"columns": described, "format": suffix},
+            hint="select exactly one GEOMETRY column (ST_GeomFromWKB / ST_Point make one; drop or ST_AsText the "
+            "others); a result without geometry is a table: write .csv, .json, .xlsx or .parquet",
+        )
+    return "layer"
+
+
+def _require_utf8(table: Any) -> None:
+    """Text that is not UTF-8 is refused: it would be written into string columns as if it were."""
+    import pyarrow as pa
+
+    try:
+        table.validate(full=True)
+    except pa.ArrowInvalid as exc:
+        raise SQLRefused(
+            f"the result holds text that is not UTF-8 ({exc}); a file read without a .cpg naming its code page "
+            "is the usual cause",
+            code="SQL_TEXT_NOT_UTF8",
+            evidence={"argument": SQL_ARGUMENT, "error": str(exc)[:300]},
+            hint="add a .cpg naming the shapefile's code page (such as CP1252), or convert_format the file to "
+            ".gpkg first and query that",
+        ) from exc
+
+
+def _declared_type_check(ctx: RunContext, families: set[str], detail_subject: str) -> None:
+    declared = ctx.arguments.get("geometry_type")
+    if declared is None:
+        return
+    ok = families <= {declared}
+    ctx.check(
+        "x-mapsmith:declared_geometry_type",
+        ok,
+        f"declared {declared}; {detail_subject} holds {', '.join(sorted(families)) or 'no geometries'}",
+        argument="geometry_type",
+    )
+
+
+def _write_table(ctx: RunContext, table: Any, columns: list[str], types: list[str]) -> None:
+    from mapsmith_opensource.tables import deliver_table
+
+    _declared_type_check(ctx, {"no geometry column"}, "the result")
+    ctx.parameters["x-mapsmith:sql_result_types"] = dict(zip(columns, types, strict=True))
+    ctx.answer.update({"row_count": table.num_rows, "columns": columns})
+    deliver_table(ctx, table)
+
+
+def _write_layer(ctx: RunContext, found: Analysis, table: Any, columns: list[str], types: list[str], geom: str) -> None:
+    import geopandas as gpd
+    import shapely
+
+    from mapsmith.crs import crs_label
+    from mapsmith.registry import geometry_family
+    from mapsmith_opensource.common import write_output
+
+    column_crs = _declared_crs(types[columns.index(geom)])
     crs = _result_crs(ctx, found, column_crs)
-    frame = table.drop_columns([geometry[0]]).to_pandas()
-    geoms = shapely.from_wkb(table.column(geometry[0]).to_numpy(zero_copy_only=False))
+    frame = table.drop_columns([geom]).to_pandas()
+    geoms = shapely.from_wkb(table.column(geom).to_numpy(zero_copy_only=False))
     gdf = gpd.GeoDataFrame(frame, geometry=gpd.GeoSeries(geoms, crs=crs), crs=crs)
-    if geometry[0] != "geometry" and geometry[0] not in frame.columns:
-        gdf = gdf.rename_geometry(geometry[0])
+    if geom != "geometry" and geom not in frame.columns:
+        gdf = gdf.rename_geometry(geom)
     ctx.expected_output_crs = crs.to_wkt()
     ctx.crs_decisions["x-mapsmith:output_crs"] = crs_label(crs)
+    present = {geometry_family(t) for t in set(gdf.geom_type.dropna())}
+    _declared_type_check(ctx, present, "the result")
     ctx.answer.update({"feature_count": len(gdf), "columns": columns})
     write_output(ctx, gdf)
 
 
-def _translate(exc: Exception) -> MapSmithError:
+WKT_MAX_CHARS = 200  # a geometry's WKT in an answer is cut here (and says so): answers are read, not parsed
+
+
+def _answer(ctx: RunContext, relation: Any, columns: list[str], types: list[str], geometry: list[str]) -> None:
+    """The rows as the answer: the first max_rows of them, every row counted, geometries as WKT."""
+    import pyarrow as pa
+    import shapely
+
+    from mapsmith_opensource.tables import _json_value
+
+    max_rows = int(ctx.arguments.get("max_rows") or 1000)
+    reader = relation.to_arrow_reader(batch_size=4096)
+    kept: list[Any] = []
+    held = total = 0
+    for batch in reader:
+        _require_utf8(pa.Table.from_batches([batch]))
+        total += batch.num_rows
+        if held < max_rows:
+            part = batch.slice(0, max_rows - held)
+            kept.append(part)
+            held += part.num_rows
+    table = pa.Table.from_batches(kept, schema=reader.schema) if kept else reader.schema.empty_table()
+    shortened = 0
+    wkt: dict[str, list[str | None]] = {}
+    for name in geometry:
+        values = shapely.to_wkt(shapely.from_wkb(table.column(name).to_numpy(zero_copy_only=False)))
+        cut: list[str | None] = []
+        for text in values:
+            if text is not None and len(text) > WKT_MAX_CHARS:
+                text = text[:WKT_MAX_CHARS] + "..."
+                shortened += 1
+            cut.append(text)
+        wkt[name] = cut
+    plain = table.drop_columns(geometry) if geometry else table
+    rows = []
+    for i, row in enumerate(plain.to_pylist()):
+        record = {}
+        for name in columns:
+            record[name] = wkt[name][i] if name in wkt else _json_value(row[name])[0]
+        rows.append(record)
+    if ctx.arguments.get("geometry_type") and geometry:
+        present = {
+            geometry_family_of(t)
+            for name in geometry
+            for t in set(shapely.get_type_id(shapely.from_wkb(table.column(name).to_numpy(zero_copy_only=False))))
+        }
+        _declared_type_check(ctx, present - {"unknown"}, "the rows returned")
+    ctx.parameters["x-mapsmith:sql_result_types"] = dict(zip(columns, types, strict=True))
+    ctx.answer.update(
+        {
+            "columns": [{"name": n, "type": t} for n, t in zip(columns, types, strict=True)],
+            "rows": rows,
+            "row_count": len(rows),
+            "total_rows": total,
+            "complete": len(rows) == total,
+            "max_rows": max_rows,
+            "geometry_columns": geometry,
+            "geometry_wkt_max_chars": WKT_MAX_CHARS,
+            "geometries_shortened": shortened,
+            "sql": ctx.arguments[SQL_ARGUMENT],
+        }
+    )
+    if len(rows) < total:
+        ctx.answer["hint"] = (
+            f"{total - len(rows)} more rows were not returned: raise max_rows (up to 10000), aggregate in the SQL, "
+            "or write them with output_path"
+        )
+
+
+def geometry_family_of(type_id: int) -> str:
+    """point/line/polygon for a shapely geometry type id (0 Point ... 6 MultiPolygon)."""
+    return {0: "point", 1: "line", 2: "line", 3: "polygon", 4: "point", 5: "line", 6: "polygon"}.get(
+        int(type_id), "unknown"
+    )
+
+
+def _translate(exc: Exception, timeout_s: float, settings: dict[str, str]) -> MapSmithError:
     import duckdb
+
+    from mapsmith.errors import EngineError
 
     if isinstance(exc, duckdb.PermissionException):
         return SQLRefused(
@@ -696,8 +405,26 @@ def _translate(exc: Exception) -> MapSmithError:
             evidence={"argument": SQL_ARGUMENT, "error": str(exc)[:300]},
             hint="read only datasets inside the workspace, named as string literals",
         )
-    from mapsmith.errors import EngineError
-
+    if isinstance(exc, duckdb.InterruptException):
+        return EngineError(
+            f"the query ran longer than {timeout_s:g} s and was stopped",
+            code="SQL_TIME_LIMIT",
+            evidence={"argument": SQL_ARGUMENT, "limit_s": timeout_s, "variable": CALL_TIMEOUT_ENV},
+            hint="make the query end sooner: bound recursive CTEs (WHERE n < ...), generate fewer rows, "
+            "filter before joining; or raise MAPSMITH_CALL_TIMEOUT_S",
+        )
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return EngineError(
+            f"the query needed more memory than the {settings.get('memory_limit')} DuckDB may use",
+            code="SQL_MEMORY_LIMIT",
+            evidence={
+                "argument": SQL_ARGUMENT,
+                "memory_limit": settings.get("memory_limit"),
+                "max_temp_directory_size": settings.get("max_temp_directory_size"),
+                "error": str(exc)[:300],
+            },
+            hint="select fewer rows or columns, aggregate earlier, or raise MAPSMITH_DUCKDB_MEMORY",
+        )
     return EngineError(
         f"DuckDB could not run the query: {exc}",
         code="SQL_EXECUTION_FAILED",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from mapsmith.crs import choose_transformer, crs_label, is_equal_area, linear_unit_metres, parse_crs
 from mapsmith.errors import CRSError, InputError
+from mapsmith.paging import page
 from mapsmith_opensource import io
 from mapsmith_opensource.common import (
     align_to,
@@ -24,7 +25,13 @@ from mapsmith_opensource.common import (
     warn_about_transformation,
     write_output,
 )
+from mapsmith_opensource.field_ops import calculate_field as calculate_field
+from mapsmith_opensource.field_ops import rename_fields as rename_fields
+from mapsmith_opensource.field_ops import select_fields as select_fields
+from mapsmith_opensource.field_profile import SAMPLE_CHARS, SAMPLE_VALUES, field_profiles
+from mapsmith_opensource.measures import claim_output_field
 from mapsmith_opensource.registration import Registration
+from mapsmith_opensource.table_points import table_to_points as table_to_points
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -39,9 +46,12 @@ REGISTRATIONS = (
     Registration("measure_area", "measure_area"),
     Registration("convert_format", "convert_format"),
     Registration("extract_layer", "extract_layer"),
+    # Implemented in their own modules, registered here so the stack's module list is unchanged.
+    Registration("table_to_points", "table_to_points"),
+    Registration("calculate_field", "calculate_field"),
+    Registration("select_fields", "select_fields"),
+    Registration("rename_fields", "rename_fields"),
 )
-
-MAX_ANSWER_ROWS = 200
 
 
 # -- describe_dataset -------------------------------------------------------------------------
@@ -60,6 +70,9 @@ def describe_dataset(ctx: RunContext) -> None:
         info = ctx.io.inspect(path, name if not io.is_parquet(path) else None)
         item = info.to_dict()
         item["path"] = ctx.arguments["input_path"]
+        item["field_details"], item["field_details_page"] = page(
+            field_profiles(path, name if not io.is_parquet(path) else None), ctx.arguments
+        )
         if info.crs_wkt is None:
             item["crs_warning"] = "no CRS declared: operations that measure or overlay will refuse this layer"
         described.append(item)
@@ -69,6 +82,10 @@ def describe_dataset(ctx: RunContext) -> None:
         "described": described,
         "multi_layer": len(layers) > 1,
     }
+    ctx.answer["field_details_read"] = (
+        f"each field's type as the engine reads it, its null count over every feature, and up to {SAMPLE_VALUES} "
+        f"distinct non-null sample values in file order, text shortened past {SAMPLE_CHARS} characters"
+    )
     if len(layers) > 1 and not ctx.arguments.get("layer"):
         ctx.answer["hint"] = "a multi-layer container: name a layer with 'layer', or copy one out with extract_layer"
 
@@ -257,13 +274,8 @@ def measure_area(ctx: RunContext) -> None:
     set_engine(ctx)
     method = ctx.arguments["method"]
     gdf = read_input(ctx)
-    if "area_m2" in gdf.columns:
-        raise InputError(
-            "the input already has a field 'area_m2'; MapSmith will not overwrite it",
-            code="FIELD_EXISTS",
-            evidence={"field": "area_m2", "path": ctx.arguments["input_path"]},
-            hint="rename or drop the existing area_m2 field first",
-        )
+    field = ctx.arguments.get("output_field") or "area_m2"
+    replaced = claim_output_field(ctx, gdf, field, overwrite=bool(ctx.arguments.get("overwrite_field")))
     crs = gdf.crs
     if method == "geodesic":
         areas = geodesic_areas(gdf)
@@ -299,16 +311,19 @@ def measure_area(ctx: RunContext) -> None:
             }
         )
     out = gdf.copy()
-    out["area_m2"] = areas
+    out[field] = areas
     total = float(sum(areas))
     attrs = [c for c in out.columns if c != out.geometry.name]
-    rows = out[attrs].head(MAX_ANSWER_ROWS).to_dict(orient="records")
+    chosen, window = page(range(len(out)), ctx.arguments)
+    rows = out[attrs].iloc[chosen[0] : chosen[-1] + 1].to_dict(orient="records") if chosen else []
     ctx.answer = {
         "total_area_m2": total,
         "feature_count": len(out),
         "method": method,
+        "output_field": field,
+        "field_replaced": replaced,
         "rows": rows,
-        "rows_truncated": len(out) > MAX_ANSWER_ROWS,
+        "page": window,
     }
     ctx.check(
         "x-mapsmith:areas_non_negative",

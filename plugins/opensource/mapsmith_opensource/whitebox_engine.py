@@ -82,9 +82,8 @@ def workdir(ctx: RunContext) -> Iterator[Path]:
 
 
 def _needs_plain_copy(grid: Grid) -> list[str]:
-    import rasterio
 
-    with rasterio.open(grid.path) as ds:
+    with raster_io.open_raster(grid.path) as ds:
         compression = (ds.profile.get("compress") or "none").lower()
         predictor = int(ds.tags(ns="IMAGE_STRUCTURE").get("PREDICTOR", 1))
         driver = ds.driver

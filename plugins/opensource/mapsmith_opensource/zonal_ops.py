@@ -318,13 +318,15 @@ def _run_engine(
     from exactextract import exact_extract
     from exactextract.operation import Operation
 
+    from mapsmith_opensource import raster_io
+
     names = [ZONE_KEY, HIDDEN_COUNT, *request.fields.values()]
     if not len(zones):
         return pd.DataFrame({name: [] for name in names})
     # Zones are visited in block order, so a small block cache serves neighbours; it also bounds the
     # memory a large raster can take (GDAL's default is 5 % of the machine's RAM).
-    with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_BYTES), rasterio.open(value_file) as values_ds:
-        weights_ds = rasterio.open(weight_file) if weight_file is not None else None
+    with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_BYTES), raster_io.open_raster(value_file) as values_ds:
+        weights_ds = raster_io.open_raster(weight_file) if weight_file is not None else None
         try:
             values = _raster_source(values_ds, band)
             weights = _raster_source(weights_ds, 1) if weights_ds is not None else None

@@ -1,8 +1,11 @@
 """The qgis stack: QGIS Processing run through the ``qgis_process`` command, a separate process.
 
-It detects, for real, whether ``qgis_process`` starts here and which QGIS it is, and then registers
-every algorithm QGIS lists as an operation ``qgis:<algorithm id>`` (``algorithms.py`` derives the
-contracts, ``run.py`` runs them).
+It detects, for real, whether ``qgis_process`` starts here and which QGIS it is, and declares the
+``qgis:`` toolbox: every algorithm QGIS lists as an operation ``qgis:<algorithm id>``
+(``algorithms.py`` derives the contracts, ``run.py`` runs them). Neither happens at start-up: the
+probe runs when the stack's availability is first asked for, and is reused from disk while the
+executable is unchanged (``cache.py``); the toolbox loads when a ``qgis:`` name or the whole
+catalogue is first asked for, from a catalogue cached per QGIS and MapSmith version.
 
 It must never import QGIS (``qgis.core`` and friends): QGIS is GPL, and MapSmith talks to it only
 across a process boundary, with arguments and files. Detection must never raise; a missing,
@@ -17,13 +20,14 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mapsmith.hookspecs import hookimpl
 from mapsmith.registry import Availability, RegisterOperation, RegisterStack, StackSpec
+from mapsmith.toolboxes import RegisterToolbox, Toolbox
 
 if TYPE_CHECKING:
     from mapsmith.runner import RunContext
@@ -112,9 +116,41 @@ def _tail(text: str, lines: int = 10, chars: int = 800) -> str:
     return "\n".join(kept)[-chars:]
 
 
+PROBE_FORMAT = 1
+
+
+def _probe_cache_file(executable: str) -> Path:
+    from mapsmith_qgis.cache import cache_dir, executable_tag
+
+    return cache_dir() / f"probe-{executable_tag(executable)}.json"
+
+
 @functools.cache
 def probe(executable: str) -> QgisProbe:
-    """Run ``<executable> --version`` once per process and executable path."""
+    """What ``<executable> --version`` says, asked once per process and executable path.
+
+    A successful answer is kept on disk with the executable's size, mtime and inode, and reused
+    while they are unchanged: the same file prints the same versions, and starting QGIS to ask
+    costs about a second. A failure is never kept: it is asked again next time.
+    """
+    from mapsmith_qgis.cache import fingerprint, read_json, write_json
+
+    where = _probe_cache_file(executable)
+    stamp = fingerprint(executable)
+    if stamp is not None:
+        cached = read_json(where, {"format": PROBE_FORMAT, "fingerprint": stamp})
+        if cached is not None:
+            versions = parse_version_output(str(cached.get("stdout", "")))
+            if versions:
+                return QgisProbe(executable, versions=versions)
+    result, stdout = _run_probe(executable)
+    if result.problem is None and stamp is not None:
+        write_json(where, {"format": PROBE_FORMAT, "fingerprint": stamp, "stdout": stdout})
+    return result
+
+
+def _run_probe(executable: str) -> tuple[QgisProbe, str]:
+    """Run ``<executable> --version`` now: the probe and what it printed."""
     try:
         done = subprocess.run(
             [executable, "--version"],
@@ -130,9 +166,9 @@ def probe(executable: str) -> QgisProbe:
             executable,
             problem=f"`{executable} --version` did not finish within {PROBE_TIMEOUT_S} s"
             + (f": {stderr}" if stderr else ""),
-        )
+        ), ""
     except OSError as exc:
-        return QgisProbe(executable, problem=f"`{executable} --version` could not start: {exc}")
+        return QgisProbe(executable, problem=f"`{executable} --version` could not start: {exc}"), ""
     stdout = done.stdout.decode("utf-8", errors="replace")
     stderr = done.stderr.decode("utf-8", errors="replace")
     said = _tail(stderr) or _tail(stdout)
@@ -141,20 +177,20 @@ def probe(executable: str) -> QgisProbe:
             how = f"was killed by {signal.Signals(-done.returncode).name}"
         except ValueError:
             how = f"was killed by signal {-done.returncode}"
-        return QgisProbe(executable, problem=f"`{executable} --version` {how}" + (f": {said}" if said else ""))
+        return QgisProbe(executable, problem=f"`{executable} --version` {how}" + (f": {said}" if said else "")), stdout
     if done.returncode != 0:
         return QgisProbe(
             executable,
             problem=f"`{executable} --version` exited with status {done.returncode}" + (f": {said}" if said else ""),
-        )
+        ), stdout
     versions = parse_version_output(stdout)
     if not versions:
         return QgisProbe(
             executable,
             problem=f"`{executable} --version` printed no QGIS version line"
             + (f"; it printed: {_tail(stdout, lines=3, chars=300)}" if stdout.strip() else ""),
-        )
-    return QgisProbe(executable, versions=versions)
+        ), stdout
+    return QgisProbe(executable, versions=versions), stdout
 
 
 def availability() -> Availability:
@@ -207,32 +243,41 @@ def _implementation(algorithm: str, imported: dict[str, object]):  # noqa: ANN20
             from mapsmith.errors import EngineError
 
             raise EngineError(f"qgis_process is gone: {NOT_FOUND_REASON}", code="QGIS_UNAVAILABLE", hint=INSTALL_FIX)
-        run_algorithm(ctx, executable, algorithm, imported, dict(probe(executable).versions))  # type: ignore[arg-type]
+        run_algorithm(ctx, executable, algorithm, imported, dict(probe(executable).versions))
 
     return run
 
 
-@functools.cache
-def imported_algorithms(executable: str, qgis_version: str) -> dict[str, dict[str, object]]:
-    """Every algorithm ``qgis_process --json list`` lists, with its derived contract (cached on disk)."""
-    from mapsmith_qgis.algorithms import derive_contract, load_import
+def load_algorithms(register: RegisterOperation) -> None:
+    """Register every QGIS algorithm as ``qgis:<id>`` (the ``qgis:`` toolbox's load); nothing without QGIS.
 
-    data = load_import(executable, qgis_version)
-    providers = data["providers"]
-    return {
-        alg_id: derive_contract(alg_id, entry, providers.get(entry["provider"], {}).get("is_active", True))
-        for alg_id, entry in sorted(data["algorithms"].items())
-    }
+    Called by the host the first time a ``qgis:`` name or the whole catalogue is asked for. Without
+    a working qgis_process it registers nothing, and the router answers a ``qgis:`` name with the
+    stack's reason and fix. A failed import raises to the host, which reports it once.
+    """
+    from mapsmith import __version__
+    from mapsmith_qgis.algorithms import load_catalogue
+
+    avail = availability()
+    if not avail.available:
+        return
+    executable, version = avail.details["executable"], avail.details["qgis"]
+    for alg_id, imported in load_catalogue(executable, version, __version__).items():
+        register(
+            _implementation(alg_id, imported),
+            operation=imported["contract"]["name"],
+            stack=STACK,
+            engine="qgis_process",
+            contract=imported["contract"],
+        )
 
 
 @hookimpl
 def mapsmith_register_operations(register: RegisterOperation) -> None:
-    """Register every QGIS algorithm as ``qgis:<id>`` when qgis_process works here; else nothing.
+    """MapSmith's own operations that QGIS can carry out (``mapping.MAPPINGS``), registered always.
 
-    ``MAPSMITH_QGIS_ALGORITHMS=0`` keeps them out of the catalog (the stack is still detected): the
-    test suite uses it so that tests about MapSmith's own catalog do not depend on QGIS being installed.
-    MapSmith's own operations that QGIS can carry out (``mapping.MAPPINGS``) are registered always:
-    they add no contract, and the router reports the stack unavailable when qgis_process is not here.
+    They add no contract, and the router reports the stack unavailable when qgis_process is not
+    here. QGIS's own algorithms are the ``qgis:`` toolbox (:func:`mapsmith_register_toolboxes`).
     """
     from mapsmith_qgis.mapping import ENGINE, MAPPINGS, VALIDATORS, writable
 
@@ -245,22 +290,23 @@ def mapsmith_register_operations(register: RegisterOperation) -> None:
             eligible=writable,
             validate=VALIDATORS.get(mapped.operation),
         )
+
+
+@hookimpl
+def mapsmith_register_toolboxes(register: RegisterToolbox) -> None:
+    """Declare the ``qgis:`` toolbox; no detection and no subprocess happen here.
+
+    ``MAPSMITH_QGIS_ALGORITHMS=0`` keeps QGIS's algorithms out of the catalog (the stack is still
+    detected): the test suite uses it so that tests about MapSmith's own catalog do not depend on
+    QGIS being installed.
+    """
     if os.environ.get(ALGORITHMS_ENV, "1").strip() == "0":
         return
-    avail = availability()
-    if not avail.available:
-        return
-    executable, version = avail.details["executable"], avail.details["qgis"]
-    try:
-        algorithms = imported_algorithms(executable, version)
-    except Exception as exc:  # the host must start without QGIS's algorithms rather than not at all
-        print(f"mapsmith: the QGIS algorithm import failed, none registered: {exc}", file=sys.stderr)
-        return
-    for alg_id, imported in algorithms.items():
-        register(
-            _implementation(alg_id, imported),
-            operation=imported["contract"]["name"],  # type: ignore[index]
+    register(
+        Toolbox(
             stack=STACK,
-            engine="qgis_process",
-            contract=imported["contract"],  # type: ignore[arg-type]
+            prefix="qgis:",
+            summary="every QGIS Processing algorithm, as qgis:<provider>:<algorithm>",
+            load=load_algorithms,
         )
+    )

@@ -3,10 +3,12 @@
 ``qgis_process --json list`` names the algorithms; their parameter definitions come from QGIS's own
 Python in one subprocess (``_dump_algorithms.py``), or, where QGIS has no Python, from one
 ``qgis_process --json help <id>`` per algorithm. Either way the import is cached on disk, keyed by
-QGIS version and executable, so a start-up after the first reads one JSON file.
+QGIS version and executable, and the contracts derived from it are cached too, keyed by QGIS version,
+MapSmith version and this module's own code (``cache.py`` says where and how). Nothing here runs at
+start-up: the host loads the ``qgis:`` toolbox the first time one of its names is asked for.
 
-It must never import QGIS, and never fail the plugin host: an import that cannot be made registers
-nothing and says why through :func:`last_problem`.
+It must never import QGIS, and never fail the plugin host: an import that cannot be made raises to
+the host's toolbox loader, which says why once and leaves the toolbox empty.
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from mapsmith_qgis.cache import CACHE_ENV, cache_dir, executable_tag, read_json, remove_stale, safe, write_json
+
+__all__ = ["CACHE_ENV", "cache_dir", "load_catalogue", "load_import", "derive_contract"]
+
 PREFIX = "qgis:"
-CACHE_ENV = "MAPSMITH_QGIS_CACHE"
 CACHE_FORMAT = 1
+CATALOGUE_FORMAT = 1
 LIST_TIMEOUT_S = 120
 DUMP_TIMEOUT_S = 300
 HELP_TIMEOUT_S = 60
@@ -51,25 +56,20 @@ _CATEGORY_BY_GROUP = (
     ("database", "sql"),
 )
 
-_problem: str | None = None
-
-
-def last_problem() -> str | None:
-    """Why the last import registered nothing, or None."""
-    return _problem
-
-
-def cache_dir(environ: dict[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    if env.get(CACHE_ENV):
-        return Path(env[CACHE_ENV]).expanduser()
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "mapsmith" / "qgis"
-
 
 def cache_path(executable: str, qgis_version: str) -> Path:
-    tag = hashlib.sha256(os.path.realpath(executable).encode()).hexdigest()[:12]
-    return cache_dir() / f"algorithms-{qgis_version}-{tag}.json"
+    return cache_dir() / f"algorithms-{safe(qgis_version)}-{executable_tag(executable)}.json"
+
+
+def catalogue_path(executable: str, qgis_version: str, mapsmith_version: str) -> Path:
+    name = f"catalogue-{safe(qgis_version)}-{safe(mapsmith_version)}-{executable_tag(executable)}.json"
+    return cache_dir() / name
+
+
+@functools.cache
+def deriver_digest() -> str:
+    """A digest of this module's code: contracts derived by other code are derived again."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 def _run_json(argv: list[str], timeout: float) -> Any:
@@ -146,25 +146,47 @@ def build_import(executable: str, qgis_version: str) -> dict[str, Any]:
     }
 
 
-@functools.cache
 def load_import(executable: str, qgis_version: str) -> dict[str, Any]:
     """The cached import for this QGIS, building (and writing) it the first time."""
     path = cache_path(executable, qgis_version)
-    try:
-        data = json.loads(path.read_text("utf-8"))
-        if data.get("format") == CACHE_FORMAT and data.get("qgis_version") == qgis_version:
-            return dict(data)
-    except (OSError, ValueError):
-        pass
+    data = read_json(path, {"format": CACHE_FORMAT, "qgis_version": qgis_version})
+    if data is not None:
+        return data
     data = build_import(executable, qgis_version)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data), "utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:  # a read-only home still gets the algorithms, only slower next time
-        print(f"mapsmith: could not cache the QGIS algorithm import at {path}: {exc}", file=sys.stderr)
+    if write_json(path, data):
+        remove_stale(path.parent, f"algorithms-*-{executable_tag(executable)}.json", keep=path)
     return data
+
+
+def derive_catalogue(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    providers = data["providers"]
+    return {
+        alg_id: derive_contract(alg_id, entry, providers.get(entry["provider"], {}).get("is_active", True))
+        for alg_id, entry in sorted(data["algorithms"].items())
+    }
+
+
+def load_catalogue(executable: str, qgis_version: str, mapsmith_version: str) -> dict[str, dict[str, Any]]:
+    """Every algorithm's derived contract and mapping, from the catalogue cache when its key matches.
+
+    The key is the QGIS version (from ``--version``), MapSmith's version and :func:`deriver_digest`;
+    a file with any other key is rebuilt from :func:`load_import` (itself cached by QGIS version)
+    and replaced atomically, and the files of other versions for this executable are removed.
+    """
+    path = catalogue_path(executable, qgis_version, mapsmith_version)
+    key = {
+        "format": CATALOGUE_FORMAT,
+        "qgis_version": qgis_version,
+        "mapsmith_version": mapsmith_version,
+        "deriver": deriver_digest(),
+    }
+    cached = read_json(path, key)
+    if cached is not None and isinstance(cached.get("algorithms"), dict):
+        return dict(cached["algorithms"])
+    algorithms = derive_catalogue(load_import(executable, qgis_version))
+    if write_json(path, {**key, "executable": executable, "algorithms": algorithms}):
+        remove_stale(path.parent, f"catalogue-*-{executable_tag(executable)}.json", keep=path)
+    return algorithms
 
 
 # -- contracts -------------------------------------------------------------------------------------

@@ -1,0 +1,144 @@
+"""The MapSmith the server holds when engines are sandboxed: catalogue here, data-touching calls in a worker.
+
+``SandboxedMapSmith`` is a MapSmith (plugins, contracts, router, workspace policy: nothing that opens a
+dataset), whose data-touching methods are forwarded to a pooled worker running the real MapSmith inside
+bubblewrap. Results and errors cross as JSON. ``InProcessMapSmith`` is the fallback: the real thing,
+saying in server_info why there is no sandbox. ``run_cancellable`` is what an async handler awaits so
+that a cancelled MCP request kills the worker doing its work.
+
+This module must never import an engine nor open a dataset in the server process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mapsmith.app import MapSmith
+from mapsmith.errors import MapSmithError
+from mapsmith.runner import OperationResult
+from mapsmith.sandbox.launcher import Limits, WorkerPool
+from mapsmith.sandbox.policy import SandboxDecision
+
+T = TypeVar("T")
+Progress = Callable[[float, str], None] | None
+
+
+class InProcessMapSmith(MapSmith):
+    """The engines in the server process (no sandbox here); server_info says so and why."""
+
+    def __init__(self, decision: SandboxDecision, environ: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(environ, **kwargs)
+        self.sandbox = decision
+
+    def server_info(self) -> dict[str, Any]:
+        return {**super().server_info(), "sandbox": self.sandbox.to_dict()}
+
+
+class SandboxedMapSmith(MapSmith):
+    def __init__(
+        self,
+        decision: SandboxDecision,
+        pool_factory: Callable[[MapSmith], tuple[WorkerPool, Limits]],
+        environ: Mapping[str, str] | None = None,
+        extra_plugins: Iterable[tuple[str, object]] = (),
+        load_entry_points: bool = True,
+    ) -> None:
+        super().__init__(environ, extra_plugins, load_entry_points)
+        self.sandbox = decision
+        self.pool, self.limits = pool_factory(self)
+
+    # -- the forwarded methods -------------------------------------------------------------------
+
+    def _call(self, method: str, args: dict[str, Any], progress: Progress = None) -> Any:
+        result = self.pool.call(method, args, progress, key=threading.get_ident())
+        if not isinstance(result, dict):  # every forwarded method answers an object
+            raise MapSmithError(
+                f"the engine worker's reply to {method} is not an object",
+                code="WORKER_PROTOCOL_ERROR",
+                evidence={"method": method, "type": type(result).__name__},
+                hint="this is a bug (or a compromised engine); call again",
+            )
+        return result
+
+    def run(self, operation: str, arguments: Mapping[str, Any], progress: Progress = None) -> OperationResult:
+        data = self._call("run", {"operation": operation, "arguments": dict(arguments)}, progress)
+        try:
+            return OperationResult(**data)
+        except TypeError as exc:  # the worker's reply is not an operation result: never trust it as one
+            raise MapSmithError(
+                f"the engine worker's reply to {operation} is not an operation result",
+                code="WORKER_PROTOCOL_ERROR",
+                evidence={"operation": operation},
+                hint="this is a bug (or a compromised engine); call again",
+            ) from exc
+
+    def execute_plan(self, plan: Mapping[str, Any], progress: Progress = None) -> dict[str, Any]:
+        return dict(self._call("execute_plan", {"plan": dict(plan)}, progress))
+
+    def validate_plan(self, plan: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(self._call("validate_plan", {"plan": dict(plan)}))
+
+    def explain_plan(self, plan: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(self._call("explain_plan", {"plan": dict(plan)}))
+
+    def get_provenance(self, path: str) -> dict[str, Any]:
+        return dict(self._call("get_provenance", {"path": path}))
+
+    def get_lineage(self, path: str) -> dict[str, Any]:
+        return dict(self._call("get_lineage", {"path": path}))
+
+    def replay(self, path: str) -> dict[str, Any]:
+        return dict(self._call("replay", {"path": path}))
+
+    def preview_map(self, paths: Any, **options: Any) -> dict[str, Any]:
+        return dict(self._call("preview_map", {"paths": paths, "options": options}))
+
+    def export_map(self, paths: Any, output_path: Any, overwrite: bool = False, **options: Any) -> dict[str, Any]:
+        args = {"paths": paths, "output_path": output_path, "overwrite": overwrite, "options": options}
+        return dict(self._call("export_map", args))
+
+    # -- what stays here ----------------------------------------------------------------------------
+
+    def server_info(self) -> dict[str, Any]:
+        info = super().server_info()
+        info["sandbox"] = {**self.sandbox.to_dict(), **self.limits.to_dict()}
+        return info
+
+    def cancel(self, key: Any) -> bool:
+        """Stop the call a thread is waiting on (its worker is killed and replaced); True if one was running."""
+        return self.pool.cancel(key)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+async def run_cancellable(app: MapSmith, fn: Callable[[], T]) -> T:
+    """``anyio.to_thread.run_sync(fn)``, except that when the awaiting task is cancelled (an MCP
+    ``notifications/cancelled``) the sandboxed worker running ``fn``'s call is killed, so the work stops
+    instead of burning CPU until it ends. In-process there is nothing to kill: the thread runs to its end."""
+    import anyio
+
+    cancel = getattr(app, "cancel", None)
+    if cancel is None:
+        return await anyio.to_thread.run_sync(fn)
+    ident: list[int] = []
+
+    def body() -> T:
+        ident.append(threading.get_ident())
+        return fn()
+
+    try:
+        return await anyio.to_thread.run_sync(body, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        if ident:
+            cancel(ident[0])
+        raise
+
+
+def workspace_of(app: MapSmith) -> Path:
+    root = app.workspace.root
+    assert root is not None, "the sandbox is only built under a workspace"
+    return Path(root)
