@@ -102,19 +102,17 @@ def add_layer(container: Path | None, source: Path, layer: str, target: Path) ->
     if pyogrio.get_gdal_config_option("OGR_CURRENT_DATE") is None:
         pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": _GPKG_LAST_CHANGE})
     meta, table = pyogrio.read_arrow(source)
-    geometry = meta.get("geometry_name") or "geom"
-    pyogrio.write_arrow(
-        table,
-        target,
-        layer=layer,
-        driver="GPKG",
-        geometry_name=geometry,
-        geometry_type=meta.get("geometry_type") or "Unknown",
-        crs=meta.get("crs"),
-        encoding="UTF-8",
-        # The source's own name for its geometry column, so the rows compare equal column for column.
-        layer_options={"GEOMETRY_NAME": geometry},
-    )
+    options: dict[str, Any] = {"layer": layer, "driver": "GPKG", "encoding": "UTF-8", "crs": meta.get("crs")}
+    if meta.get("geometry_type"):
+        # pyogrio names the geometry column as the source does ("geom"), or "wkb_geometry" when it has no name.
+        geometry = meta.get("geometry_name") or "wkb_geometry"
+        options.update(
+            geometry_name=geometry,
+            geometry_type=meta["geometry_type"],
+            # The source's own name for its geometry column, so the rows compare equal column for column.
+            layer_options={"GEOMETRY_NAME": meta.get("geometry_name") or "geom"},
+        )
+    pyogrio.write_arrow(table, target, **options)
 
 
 def write_geojson(source: Path, target: Path, *, layer: str, keep_crs: bool, members: dict[str, Any] | None) -> None:

@@ -4,7 +4,9 @@ The runner computes into a temporary file beside the output and renames it into 
 holds the rules around that step. ``output_lock`` serialises the rename and the manifest write of one
 output across threads and processes (``fcntl.flock`` on a lock file beside it, removed by its holder),
 so a manifest always describes the bytes beside it even when two calls write the same output at
-once. ``check_output_size`` refuses an output over ``MAPSMITH_MAX_OUTPUT_BYTES`` before it is
+once; when a layer is added to a GeoPackage it covers the whole copy-add-verify-rename of the container
+(``mapsmith.run_outputs``), so a layer another call added meanwhile is never lost.
+``check_output_size`` refuses an output over ``MAPSMITH_MAX_OUTPUT_BYTES`` before it is
 renamed. ``clean_stale_temps`` removes, at start, the temporary files a killed run left behind.
 
 This module must never follow a symbolic link when it creates a lock file or removes a temporary file,
@@ -64,7 +66,9 @@ REFUSED_OUTPUT_FORMATS = {
     ".shp": "shapefile output truncates field names to 10 characters and spreads one "
     "dataset over several files; write .gpkg (or .parquet / .fgb) instead"
 }
-LOCK_WAIT_S = 60.0  # the lock is held across a rename and a manifest write only: seconds are plenty
+# The lock is held across a rename and a manifest write (milliseconds), or the copy of a GeoPackage and
+# one added layer (seconds for hundreds of megabytes): a minute is plenty for either.
+LOCK_WAIT_S = 60.0
 # The temporary names MapSmith gives: ".<stem>.tmp-<8 hex><suffix>" for a dataset (and its repair rounds
 # ".<stem>.tmp-<hex>.repair<n><suffix>", and the -journal/-wal/-shm/.aux.xml GDAL may put beside one), and
 # ".<name>.<8 chars>.tmp" for a manifest written by write_json_atomic (tempfile.mkstemp's pattern).

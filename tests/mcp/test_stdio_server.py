@@ -261,6 +261,9 @@ def test_misspelt_argument_names_the_right_one_and_every_accepted_one(transcript
         "layer",
         "output_path",
         "overwrite",
+        "output_layer",
+        "geojson_keep_crs",
+        "feature_collection_members",
     ]
     assert "distance_meters" in data["hint"]
 

@@ -264,7 +264,17 @@ def test_an_operation_called_as_a_tool_is_answered_with_the_run_operation_call(c
     assert schema == load_builtin_contracts()["count_in_polygons"].input_schema()
     # from contracts/operations/count_in_polygons.toml: two vector datasets and the output
     assert schema["required"] == ["input_path", "points_path", "output_path"]
-    assert set(schema["properties"]) == {"input_path", "points_path", "layer", "output_path", "overwrite"}
+    assert set(schema["properties"]) == {
+        "input_path",
+        "points_path",
+        "layer",
+        "points_layer",
+        "output_path",
+        "overwrite",
+        "output_layer",
+        "geojson_keep_crs",
+        "feature_collection_members",
+    }
     assert evidence["status"] == "available"
     assert "call run_operation with " in data["hint"]
     assert _compact({"operation": "count_in_polygons", "arguments": COUNT_ARGUMENTS}) in data["hint"]

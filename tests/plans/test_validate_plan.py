@@ -614,7 +614,8 @@ def test_every_code_validation_can_emit_is_documented() -> None:
 
     package = Path(__file__).resolve().parents[2] / "core" / "mapsmith" / "plans"
     literal = set()
-    for name in ("model.py", "findings.py", "validate.py", "flow.py", "simulate.py", "explain.py"):  # execute.py has its own errors
+    # execute.py has its own errors
+    for name in ("model.py", "findings.py", "validate.py", "flow.py", "simulate.py", "explain.py"):
         source = package / name
         literal |= set(re.findall(r'"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)"', source.read_text("utf-8")))
     literal -= {"FINDING_CODES", "OUTPUT_KINDS", "SAME_GRID_ARGUMENTS", "FAMILY_TYPE_NAMES"}

@@ -157,7 +157,7 @@ def test_installed_plugin_is_listed_run_and_recorded(workspace: Path, plugin_sit
     assert misspelt["evidence"]["suggestions"][0] == OPERATION
     failed, bad = replies["bad_argument"]
     assert failed and bad["code"] == "UNKNOWN_ARGUMENT"
-    assert bad["evidence"]["accepted"] == ["input_path", "layer", "output_path", "overwrite"]
+    assert bad["evidence"]["accepted"] == ["input_path", "layer", "output_path", "overwrite", "output_layer"]
     assert "'output_path'" in bad["message"]
 
 

@@ -571,10 +571,11 @@ def test_buffer_over_mcp_stdio_with_the_simulated_pro(simulated_pro: Path, works
     squares(workspace)
 
     async def converse() -> tuple[Any, Any]:
-        async with mcp_session(workspace, MAPSMITH_STACK="esri", MAPSMITH_ARCGIS_PYTHON=str(simulated_pro)) as (
-            session,
-            _,
-        ):
+        # ArcGIS Pro runs on Windows, where there is no bubblewrap sandbox: the simulated Pro (a launcher and
+        # a fake arcpy under tests/) is driven the way a Windows server drives the real one, in-process.
+        async with mcp_session(
+            workspace, MAPSMITH_STACK="esri", MAPSMITH_ARCGIS_PYTHON=str(simulated_pro), MAPSMITH_SANDBOX="off"
+        ) as (session, _):
             info = await call(session, "server_info", {})
             ran = await call(
                 session,

@@ -14,6 +14,7 @@ from mapsmith.contracts import OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, OperationCon
 from mapsmith.errors import MapSmithError
 from mapsmith.plans.flow import Flow, StepState, dataset_slots
 from mapsmith.plans.model import reference_of
+from mapsmith.run_outputs import plan_output
 from mapsmith.runner import _check_output_path, _require_wgs84_for_geojson
 
 if TYPE_CHECKING:
@@ -98,7 +99,11 @@ class OutputSimulation:
             return
         try:
             # Inputs are compared over the whole plan in _plan_outputs (OUTPUT_OVERWRITES_INPUT).
-            _check_output_path(contract, resolved, {}, bool(state.checked.get(OVERWRITE_ARGUMENT)), given)
+            if state.checked.get("output_layer") is not None:
+                # A layer added to a container: the same path checks, and the layer-name clash
+                plan_output(contract, dict(state.checked), resolved, {})
+            else:
+                _check_output_path(contract, resolved, {}, bool(state.checked.get(OVERWRITE_ARGUMENT)), given)
         except MapSmithError as exc:
             self.add_error(exc, step.id, OUTPUT_ARGUMENT)
 

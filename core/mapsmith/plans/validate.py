@@ -37,6 +37,7 @@ from mapsmith.plans.model import (
     structure_problems,
 )
 from mapsmith.plans.simulate import OutputSimulation
+from mapsmith.run_inputs import layer_argument
 from mapsmith.runner import _answer_mode, _choose_layer, _require_kind, slot_argument
 
 if TYPE_CHECKING:
@@ -428,7 +429,8 @@ class _Validator(OutputSimulation):
             return None
         state.file_inputs[slot] = (given, resolved)
         assert state.contract is not None
-        layer_arg = step.arguments.get("layer") if slot == "input_path" else None
+        named = layer_argument(slot)  # layer for input_path, mask_layer for mask_path ...
+        layer_arg = step.arguments.get(named) if named else None
         layer = layer_arg if isinstance(layer_arg, str) else None
         if state.contract.output_kind == "description" and layer is None:
             return None  # describing a container is how its layers are found

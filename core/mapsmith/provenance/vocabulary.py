@@ -321,6 +321,25 @@ VOCABULARY: dict[str, Extension] = {
     "x-mapsmith:declared_geometry_type": Extension(
         "check name", "`run_sql` only: the result holds only the geometry type declared in `geometry_type`."
     ),
+    "x-mapsmith:container_layers_intact": Extension(
+        "check name",
+        "Adding a layer to a GeoPackage left every other layer's stored rows and metadata rows unchanged "
+        "(sha256 of each, before and after).",
+    ),
+    "x-mapsmith:container_layer_written": Extension(
+        "check name", "The layer added to a GeoPackage holds exactly the verified rows (sha256 of the stored rows)."
+    ),
+    "x-mapsmith:geojson_rows": Extension(
+        "check name", "The GeoJSON written with options holds as many features as the verified layer."
+    ),
+    "x-mapsmith:geojson_crs_member": Extension(
+        "check name",
+        "A GeoJSON kept in a CRS other than WGS 84 names it in its legacy crs member, and GDAL reads it back as "
+        "that CRS.",
+    ),
+    "x-mapsmith:geojson_members_written": Extension(
+        "check name", "The feature_collection_members asked for read back at the top level of the GeoJSON."
+    ),
     "x-mapsmith:rows_accounted": Extension(
         "check name",
         "`table_to_points`: the points written plus the rows skipped equal the table's row count.",

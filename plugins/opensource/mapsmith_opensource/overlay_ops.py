@@ -201,6 +201,8 @@ def _rows(gdf: gpd.GeoDataFrame) -> list[dict[str, Any]]:
     import json
 
     attrs = [c for c in gdf.columns if c != gdf.geometry.name]
+    if not attrs:
+        return [{} for _ in range(len(gdf))]  # pandas writes a frame without columns as [], whatever its rows
     # Through JSON so numpy and pandas scalars (and NA) become plain values.
     return json.loads(gdf[attrs].to_json(orient="records"))  # callers hand in one page (mapsmith.paging)
 
