@@ -38,8 +38,8 @@ from render_fields import (  # noqa: E402
     VECTOR_SPATIAL_JOIN_FIELDS,
     missing_fields,
 )
+from render_startup import sandbox_section, startup_section  # noqa: E402
 from render_startup import seconds as _s  # noqa: E402
-from render_startup import startup_section  # noqa: E402
 
 __all__ = [
     "DISCOVERY_FIELDS",
@@ -505,6 +505,8 @@ def render(results: dict[str, dict[str, Any]] | None = None) -> str:
     ]
     if "startup" in results:
         lines += startup_section(results["startup"])
+    if "sandbox" in results:
+        lines += sandbox_section(results["sandbox"])
     if "vector_buffer" in results:
         lines += _vector_buffer(results["vector_buffer"])
     if "vector_spatial_join" in results:

@@ -126,3 +126,41 @@ def _startup_after(r: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def sandbox_section(r: dict[str, Any]) -> list[str]:
+    """``sandbox.json`` (``bench_sandbox.py``): what running the engines in the bubblewrap worker costs."""
+    m = r["machine"]
+    start, worker, calls = r["startup_to_tools_list"], r["worker_start"], r["per_call"]
+
+    def row(label: str, inproc: dict[str, Any] | None, sandbox: dict[str, Any], overhead: float | None) -> str:
+        cells = [f"{inproc['median_s'] * 1000:.1f}" if inproc else "—"]
+        cells.append(f"{sandbox['median_s'] * 1000:.1f} ({sandbox['min_s'] * 1000:.1f}–{sandbox['max_s'] * 1000:.1f})")
+        cells.append(f"{overhead * 1000:+.1f}" if overhead is not None else "—")
+        return f"| {label} | " + " | ".join(cells) + " |"
+
+    lines = [
+        "## Engine sandbox: what the bubblewrap worker costs",
+        "",
+        _sentence(r["description"]),
+        "",
+        "| measure | in-process median (ms) | sandbox median (min–max) (ms) | difference (ms) |",
+        "|---|---:|---:|---:|",
+        row("start to `tools/list`", start["in_process"], start["sandbox"], start["overhead_median_s"]),
+        row("one worker's start (in the background, after `tools/list`)", None, worker, None),
+    ]
+    for name, call in calls.items():
+        lines.append(row(f"`{name}`, one call", call["in_process"], call["sandbox"], call["overhead_median_s"]))
+    load = m["load_average_1min"]
+    lines += [
+        "",
+        f"{m['nproc']} CPUs, {m['engines'].get('bubblewrap', 'bubblewrap')}, {r['date']}; 1-minute load average "
+        f"{load['before']} before and {load['after']} after. Produced by `{r['command']}`.",
+        "",
+    ]
+    return lines
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith(".") else text + "."

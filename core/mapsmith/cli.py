@@ -13,9 +13,13 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from mapsmith import __version__
 from mapsmith.errors import MapSmithError
+
+if TYPE_CHECKING:
+    from mapsmith.app import MapSmith
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,9 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _at_start(app: object) -> None:
-    """Once per server start, before any client is answered: temporary files a killed run left in the
-    workspace are removed (and said on stderr; stdout is the protocol on stdio)."""
+def _at_start(app: MapSmith) -> None:
+    """Once per server start, before any client is answered: a selected stack that cannot run is said
+    with its fix, and temporary files a killed run left in the workspace are removed (both on stderr;
+    stdout is the protocol on stdio)."""
+    from mapsmith.app import announce_startup
+
+    announce_startup(app)
     root = os.environ.get("MAPSMITH_WORKSPACE")
     if root:
         from pathlib import Path

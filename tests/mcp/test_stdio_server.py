@@ -213,7 +213,7 @@ def test_server_info_reports_version_licence_stacks_and_engines(transcript: Tran
     stacks = {s["name"]: s for s in data["stacks"]}
     assert set(stacks) == {"opensource"} | OTHER_STACKS
     assert stacks["opensource"]["available"] is True and stacks["opensource"]["selected"] is True
-    fixes = {"sedona": "mapsmith[sedona]", "qgis": "qgis", "esri": "ArcGIS Pro"}
+    fixes = {"sedona": "[sedona]", "qgis": "qgis", "esri": "ArcGIS Pro"}
     for name in OTHER_STACKS:
         assert stacks[name]["available"] is EXPECTED_AVAILABLE[name], name
         if not EXPECTED_AVAILABLE[name]:

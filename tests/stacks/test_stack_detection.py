@@ -22,6 +22,7 @@ import pytest
 import mapsmith_esri
 import mapsmith_qgis
 import mapsmith_sedona
+from mapsmith._compat import install_command
 from mapsmith.plugins import PluginHost
 
 POSIX_ONLY = pytest.mark.skipif(os.name != "posix", reason="the fake executables are POSIX shell scripts")
@@ -305,8 +306,8 @@ def test_sedona_with_nothing_installed_is_unavailable_with_the_pip_fix(monkeypat
     assert not avail.available
     assert "SedonaDB: Python packages not installed: sedonadb, geoarrow-pyarrow" in avail.reason
     assert "Spark: Python packages not installed: pyspark, apache-sedona" in avail.reason
-    assert "pip install 'mapsmith[sedona]'" in avail.fix
-    assert "pip install 'mapsmith[spark]'" in avail.fix and "Java 17" in avail.fix
+    assert install_command("sedona") in avail.fix
+    assert install_command("spark") in avail.fix and "Java 17" in avail.fix
     assert avail.details["sedonadb"].startswith("not usable: ")
     assert avail.details["spark"].startswith("not usable: ")
 
@@ -409,7 +410,7 @@ def test_sedona_detection_reports_instead_of_raising(monkeypatch: pytest.MonkeyP
 
     assert not avail.available
     assert "RuntimeError: import system exploded" in avail.reason
-    assert avail.fix == "pip install 'mapsmith[sedona]'"
+    assert avail.fix == install_command("sedona")
 
 
 # -- this machine, as it is ------------------------------------------------------------------------
@@ -433,7 +434,7 @@ def test_sedona_detection_matches_what_is_installed_here() -> None:
         assert avail.details["spark"].startswith("not usable: Python packages not installed")
     if not sedonadb and not spark_packages:  # the case in the project's development venv
         assert not avail.available
-        assert avail.fix.startswith("pip install 'mapsmith[sedona]'")
+        assert avail.fix.startswith(install_command("sedona"))
         assert "sedonadb" not in mapsmith_sedona.engine_versions()
 
 

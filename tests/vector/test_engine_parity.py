@@ -28,6 +28,7 @@ import pytest
 from shapely.geometry import LineString, Point, box
 
 from layers import manifest, read, write_layer
+from mapsmith._compat import install_command
 
 X0, Y0 = 500_000, 5_000_000
 UTM = "EPSG:32610"
@@ -422,7 +423,7 @@ def test_missing_sedonadb_is_passed_over_not_an_error(make_app, workspace: Path,
     (passed,) = manifest(workspace / "c.parquet")["x-mapsmith:engine_choice"]["passed_over"]
     assert passed == {
         "engine": "sedonadb",
-        "reason": "SedonaDB is not installed here (missing: sedonadb); fix: pip install 'mapsmith[sedona]'",
+        "reason": f"SedonaDB is not installed here (missing: sedonadb); fix: {install_command('sedona')}",
     }
 
 

@@ -13,6 +13,7 @@ import pytest
 from shapely.geometry import LineString, box
 
 from layers import manifest, read, write_layer
+from mapsmith._compat import install_command
 
 X0, Y0 = 500_000, 5_000_000
 UTM = "EPSG:32610"
@@ -146,7 +147,7 @@ def test_missing_sedonadb_passes_over_dissolve(make_app: Any, workspace: Path, m
     (passed,) = manifest(workspace / "d.parquet")["x-mapsmith:engine_choice"]["passed_over"]
     assert passed == {
         "engine": "sedonadb",
-        "reason": "SedonaDB is not installed here (missing: sedonadb); fix: pip install 'mapsmith[sedona]'",
+        "reason": f"SedonaDB is not installed here (missing: sedonadb); fix: {install_command('sedona')}",
     }
 
 

@@ -32,6 +32,8 @@ from typing import Any
 
 import anyio
 
+from mapsmith._compat import install_command
+
 # -- the data, and the question ---------------------------------------------------------------------
 
 PARCEL_SIZE_DEG = 0.0015
@@ -161,7 +163,7 @@ def write_inputs(workdir: Path) -> None:
         from affine import Affine
     except ImportError as exc:
         raise ExampleFailed(
-            "the worked example needs the raster extra (zonal statistics): pip install 'mapsmith[raster]'"
+            "the worked example needs the raster extra (zonal statistics): " + install_command("raster")
         ) from exc
 
     features = []

@@ -207,15 +207,26 @@ def plugin_files(environ: Mapping[str, str]) -> dict[str, list[Path]]:
     so the worker does not search a home it cannot see. (A hook for this would let any plugin declare its
     files; today only this one needs it.)
     """
+    out: dict[str, list[Path]] = {}
     try:
         from mapsmith_sedona.jars import JARS_ENV, find_jars
-    except ImportError:
-        return {}
-    try:
+
         jars, _problem = find_jars(environ)
+        if jars:
+            out[JARS_ENV] = [Path(j) for j in jars]
     except Exception:  # noqa: BLE001 - a plugin's search must not stop the server; the engine will say
-        return {}
-    return {JARS_ENV: [Path(j) for j in jars]} if jars else {}
+        pass
+    try:
+        # QGIS's algorithm catalogue, built once per QGIS version by the server process (which can write
+        # it): the workers read it instead of asking QGIS again in a home they cannot see.
+        from mapsmith_qgis.cache import CACHE_ENV, cache_dir
+
+        folder = cache_dir(dict(environ))
+        folder.mkdir(parents=True, exist_ok=True)
+        out[CACHE_ENV] = [folder]
+    except Exception:  # noqa: BLE001 - no QGIS plugin, or no cache folder: the worker asks QGIS itself
+        pass
+    return out
 
 
 def build_plan(

@@ -64,6 +64,7 @@ class SandboxedMapSmith(MapSmith):
         return result
 
     def run(self, operation: str, arguments: Mapping[str, Any], progress: Progress = None) -> OperationResult:
+        self._load_toolbox_for(operation)
         data = self._call("run", {"operation": operation, "arguments": dict(arguments)}, progress)
         try:
             return OperationResult(**data)
@@ -76,7 +77,20 @@ class SandboxedMapSmith(MapSmith):
             ) from exc
 
     def execute_plan(self, plan: Mapping[str, Any], progress: Progress = None) -> dict[str, Any]:
+        steps = plan.get("steps")
+        for step in steps if isinstance(steps, list) else []:
+            if isinstance(step, Mapping) and isinstance(step.get("operation"), str):
+                self._load_toolbox_for(step["operation"])
         return dict(self._call("execute_plan", {"plan": dict(plan)}, progress))
+
+    def _load_toolbox_for(self, operation: str) -> None:
+        """A toolbox operation (``qgis:*``) is loaded here first: the server process writes the toolbox's
+        cache, which the workers then see read-only, so no worker asks QGIS for its catalogue again."""
+        try:
+            if self.host.toolbox_for(operation):
+                self.host.contracts.get(operation)
+        except Exception:  # noqa: BLE001 - the worker says what is wrong with the operation itself
+            pass
 
     def validate_plan(self, plan: Mapping[str, Any]) -> dict[str, Any]:
         return dict(self._call("validate_plan", {"plan": dict(plan)}))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 
+from mapsmith._compat import install_command
 from mapsmith.registry import Unavailable
 
 EXTRAS = {
@@ -23,7 +24,7 @@ def _missing(extra: str) -> Unavailable | None:
     return Unavailable(
         "stack_unavailable",
         f"this operation needs the [{extra}] extra; not installed here: {', '.join(absent)}",
-        f"pip install 'mapsmith[{extra}]'",
+        install_command(extra),  # from this MapSmith's own checkout or wheel, never PyPI's other 'mapsmith'
     )
 
 

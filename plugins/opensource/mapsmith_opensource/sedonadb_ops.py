@@ -1,7 +1,7 @@
 """SedonaDB engines for the heavy vector work: spatial_join, count_in_polygons, summarize_points_in_polygons,
 dissolve_layer and overlay_layers (intersection).
 
-SedonaDB (Apache Sedona's single-machine engine, ``pip install 'mapsmith[sedona]'``) runs them on
+SedonaDB (Apache Sedona's single-machine engine, the ``[sedona]`` extra) runs them on
 one of two paths, named in the manifest's notes:
 
 - direct (count_in_polygons and summarize_points_in_polygons with points_path in GeoParquet): SedonaDB

@@ -24,6 +24,7 @@ import subprocess
 from collections.abc import Mapping
 from importlib import metadata
 
+from mapsmith._compat import install_command
 from mapsmith.hookspecs import hookimpl
 from mapsmith.registry import Availability, RegisterOperation, RegisterStack, StackSpec, Unavailable
 
@@ -32,9 +33,11 @@ STACK = "sedona"
 SEDONADB_MODULES = {"sedonadb": "sedonadb", "geoarrow.pyarrow": "geoarrow-pyarrow"}
 SPARK_MODULES = {"pyspark": "pyspark", "sedona": "apache-sedona"}
 VERSIONED_DISTRIBUTIONS = ("sedonadb", "geoarrow-pyarrow", "apache-sedona", "pyspark")
-SEDONADB_FIX = "pip install 'mapsmith[sedona]'"
+# The install commands name where this MapSmith came from (a checkout or a wheel): PyPI's 'mapsmith' is
+# another project.
+SEDONADB_FIX = install_command("sedona")
 SPARK_FIX = (
-    "pip install 'mapsmith[spark]', install Java 17 (e.g. apt-get install -y openjdk-17-jre-headless), "
+    f"{install_command('spark')}, install Java 17 (e.g. apt-get install -y openjdk-17-jre-headless), "
     "and fetch the Sedona jars once with `python -m mapsmith_sedona.jars fetch` (needs Maven)"
 )
 MIN_JAVA_MAJOR = 17  # Spark 4, which the [spark] extra pins, runs on Java 17 or later
