@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from mapsmith.registry import RegisterOperation, RegisterStack
+    from mapsmith.registry import RegisterOperation, RegisterStack, RegisterToolbox
 
 PROJECT = "mapsmith"
 
@@ -55,5 +55,20 @@ def mapsmith_register_operations(register: RegisterOperation) -> None:
 
     :param register: the core's callback; it validates the registration and raises
         ``PluginError`` or ``ContractError`` on a bad one.
+    :return: nothing; all results go through ``register``.
+    """
+
+
+@hookspec
+def mapsmith_register_toolboxes(register: RegisterToolbox) -> None:
+    """Declare toolboxes: operation families loaded the first time one of their names is asked for.
+
+    Called once, after every plugin's :func:`mapsmith_register_operations`. Call
+    ``register(Toolbox(stack=..., prefix=..., summary=..., load=...))`` once per toolbox. Declaring
+    must be cheap (no subprocess, no engine import): ``load`` does the work, later, and only when
+    an operation named ``<prefix>…`` is looked up or the whole catalogue is listed.
+
+    :param register: the core's callback; it raises ``PluginError`` for an unknown stack, an empty
+        prefix or a prefix another toolbox already has.
     :return: nothing; all results go through ``register``.
     """

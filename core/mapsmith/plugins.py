@@ -26,7 +26,7 @@ from typing import Any
 
 import pluggy
 
-from mapsmith import hookspecs, toolboxes
+from mapsmith import hookspecs
 from mapsmith.contracts import OperationContract, load_builtin_contracts, load_contract_file, parse_contract
 from mapsmith.errors import ContractError, PluginError
 from mapsmith.registry import OperationImpl, StackSpec, Unavailable
@@ -75,7 +75,6 @@ class PluginHost:
         env = os.environ if environ is None else environ
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
-        self._pm.add_hookspecs(toolboxes)
         if env.get("MAPSMITH_PLUGIN_TRACE") == "1":
             self._pm.trace.root.setwriter(lambda msg: print(msg, end="", file=sys.stderr))
             self._pm.enable_tracing()

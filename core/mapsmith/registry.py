@@ -177,3 +177,23 @@ class RegisterOperation(Protocol):
         contract: Path | Mapping[str, Any] | None = None,
         validate: Callable[[RunContext], None] | None = None,
     ) -> None: ...
+
+
+@dataclass(frozen=True)
+class Toolbox:
+    """Every operation named ``<prefix>…`` of one stack, registered by ``load`` when first needed.
+
+    ``load(register)`` registers the operations through the same validating callback as
+    ``mapsmith_register_operations``; it may register nothing (the stack is not installed here:
+    the router then answers with the stack's own reason and fix). An exception from it is reported
+    once and the toolbox stays empty for the life of the process.
+    """
+
+    stack: str
+    prefix: str
+    summary: str
+    load: Callable[[RegisterOperation], None]
+
+
+class RegisterToolbox(Protocol):
+    def __call__(self, toolbox: Toolbox) -> None: ...

@@ -10,62 +10,20 @@ for one being installed. ``Catalogue`` is the mapping that makes that happen beh
 It must never load a toolbox on its own (only an access does), never import an engine, and never
 let a toolbox register a name outside its prefix (the host checks, ``plugins.py``).
 
-The hook spec lives here rather than in ``hookspecs.py`` only because that module belongs to
-another change in flight; it is an ordinary spec of the ``mapsmith`` project, added to the same
-plugin manager.
+The hook a plugin declares a toolbox with is ``mapsmith_register_toolboxes`` (``hookspecs.py``);
+``Toolbox`` is a registry record (``registry.py``), re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TypeVar
 
-import pluggy
+from mapsmith.registry import RegisterToolbox, Toolbox
 
-from mapsmith.hookspecs import PROJECT
-
-if TYPE_CHECKING:
-    from mapsmith.registry import RegisterOperation
-
-hookspec = pluggy.HookspecMarker(PROJECT)
+__all__ = ["Catalogue", "RegisterToolbox", "Toolbox"]
 
 V = TypeVar("V")
-
-
-@dataclass(frozen=True)
-class Toolbox:
-    """Every operation named ``<prefix>…`` of one stack, registered by ``load`` when first needed.
-
-    ``load(register)`` registers the operations through the same validating callback as
-    ``mapsmith_register_operations``; it may register nothing (the stack is not installed here:
-    the router then answers with the stack's own reason and fix). An exception from it is reported
-    once and the toolbox stays empty for the life of the process.
-    """
-
-    stack: str
-    prefix: str
-    summary: str
-    load: Callable[[RegisterOperation], None]
-
-
-class RegisterToolbox(Protocol):
-    def __call__(self, toolbox: Toolbox) -> None: ...
-
-
-@hookspec
-def mapsmith_register_toolboxes(register: RegisterToolbox) -> None:
-    """Declare toolboxes: operation families loaded the first time one of their names is asked for.
-
-    Called once, after every plugin's :func:`mapsmith_register_operations`. Call
-    ``register(Toolbox(stack=..., prefix=..., summary=..., load=...))`` once per toolbox. Declaring
-    must be cheap (no subprocess, no engine import): ``load`` does the work, later, and only when
-    an operation named ``<prefix>…`` is looked up or the whole catalogue is listed.
-
-    :param register: the core's callback; it raises ``PluginError`` for an unknown stack, an empty
-        prefix or a prefix another toolbox already has.
-    :return: nothing; all results go through ``register``.
-    """
 
 
 class Catalogue(MutableMapping[str, V]):

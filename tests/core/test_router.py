@@ -213,7 +213,11 @@ def test_the_plugin_allow_list_limits_what_loads(workspace: Path) -> None:
 
 def test_every_hook_spec_is_typed_and_documented() -> None:
     specs = [f for name, f in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("mapsmith_")]
-    assert {f.__name__ for f in specs} == {"mapsmith_register_stacks", "mapsmith_register_operations"}
+    assert {f.__name__ for f in specs} == {
+        "mapsmith_register_stacks",
+        "mapsmith_register_operations",
+        "mapsmith_register_toolboxes",
+    }
     for spec in specs:
         doc = inspect.getdoc(spec) or ""
         assert "Called" in doc and ":param register:" in doc and ":return:" in doc, spec.__name__
