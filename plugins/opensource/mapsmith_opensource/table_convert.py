@@ -6,7 +6,11 @@ in a projected one), always in the layer's own CRS, which the manifest records a
 ``xy`` is refused for anything but single points: GDAL's CSV writer (what QGIS's "Export as CSV" with
 GEOMETRY=AS_XY uses) writes a polygon's X and Y as empty cells, measured here, and a centroid would be a
 position nobody asked for; centroid_layer or point_on_surface make that choice explicit first.
-Writing and checking the table is ``mapsmith_opensource.tables``'s work.
+A table input (CSV, a JSON array of records, Parquet without geometry, an .xlsx sheet) is read with
+``tables.read_table`` and written as another table format: it has no geometry, so ``geometry_as`` is
+not asked for (``none`` is accepted, ``wkt``/``xy`` refused), and a layer output is refused with the
+way to make points first (table_to_points). Writing and checking the table is
+``mapsmith_opensource.tables``'s work.
 
 This module must never drop a geometry without the caller asking, never transform coordinates, and
 never choose column names that overwrite the layer's own fields.
@@ -33,6 +37,12 @@ REGISTRATIONS = (
     ),
 )
 GEOMETRY_CHOICES = ("none", "wkt", "xy")
+TABLE_OUTPUTS = (".csv", ".json", ".xlsx", ".parquet")  # what a table input may be written as
+
+
+def _input_kind(ctx: RunContext) -> str | None:
+    info = ctx.inputs.get("input_path")
+    return info.kind if info is not None else None
 
 
 def _is_table_run(ctx: RunContext) -> bool:
@@ -41,6 +51,10 @@ def _is_table_run(ctx: RunContext) -> bool:
     out = ctx.output_path
     if out is None:
         return False
+    # A table or raster input is this engine's too: a table to convert, a raster to refuse (convert_format's
+    # input kind is "any" so that tables reach it; a raster must not reach the layer converter).
+    if _input_kind(ctx) in ("table", "raster"):
+        return True
     return is_table_suffix(out) or ctx.arguments.get("geometry_as") is not None
 
 
@@ -57,6 +71,17 @@ def validate_table_output(ctx: RunContext) -> None:
     assert ctx.output_path is not None
     suffix = ctx.output_path.suffix.lower()
     how = ctx.arguments.get("geometry_as")
+    given = ctx.given_paths.get("input_path", "input_path")
+    if _input_kind(ctx) == "raster":
+        raise InputError(
+            f"input_path must be a vector layer or a table; {given} is a raster",
+            code="DATASET_KIND_MISMATCH",
+            evidence={"argument": "input_path", "path": given, "expected": "vector or table", "found": "raster"},
+            hint="convert_format copies layers and tables; raster_to_polygons turns a grid into features first",
+        )
+    if _input_kind(ctx) == "table":
+        _validate_table_input(ctx, given, suffix, how)
+        return
     if how is None and is_table_suffix(suffix):
         raise ArgumentError(
             f"a {suffix} table has no geometry column: say what becomes of the layer's geometries",
@@ -75,8 +100,57 @@ def validate_table_output(ctx: RunContext) -> None:
         check_sheet_name(ctx.output_path.stem, "output_path")  # the sheet is named after the file
 
 
+def _validate_table_input(ctx: RunContext, given: str, suffix: str, how: str | None) -> None:
+    from mapsmith_opensource.tables import check_sheet_name
+
+    if suffix not in TABLE_OUTPUTS:
+        raise ArgumentError(
+            f"{given} is a table (no geometry column), which cannot be written as a {suffix or 'file'} layer",
+            code="TABLE_INPUT_LAYER_OUTPUT",
+            evidence={
+                "argument": "output_path",
+                "input": given,
+                "format": suffix,
+                "table_formats": list(TABLE_OUTPUTS),
+            },
+            hint="write one of " + ", ".join(TABLE_OUTPUTS) + ", or make points from coordinate columns first "
+            "with table_to_points",
+        )
+    if how not in (None, "none"):
+        raise ArgumentError(
+            f"geometry_as={how!r} writes a layer's geometries, and {given} is a table without any",
+            code="GEOMETRY_AS_NOT_APPLICABLE",
+            evidence={"argument": "geometry_as", "value": how, "input": given},
+            hint="leave geometry_as out for a table input (table_to_points makes points from its columns)",
+        )
+    if suffix == ".xlsx":
+        check_sheet_name(ctx.output_path.stem if ctx.output_path else "", "output_path")
+
+
+def _convert_table(ctx: RunContext) -> None:
+    """A table read with read_table and written as another table format, every row and column kept."""
+    import pyarrow as pa
+
+    from mapsmith_opensource.tables import deliver_table, read_table
+
+    ctx.set_engine("pyarrow", pa.__version__)
+    table = read_table(ctx.paths["input_path"], sheet=ctx.layers.get("input_path"))
+    count = ctx.inputs["input_path"].feature_count
+    if count is not None:
+        ctx.check(
+            "feature_count_exact",
+            table.num_rows == count,
+            f"expected {count} rows (as the input's header reports), got {table.num_rows}",
+        )
+    ctx.notes.append(f"a table in, a table out: {table.num_rows} rows, columns {', '.join(table.column_names)}")
+    deliver_table(ctx, table)
+
+
 def convert_to_table(ctx: RunContext) -> None:
     """The layer's attributes (and its geometry as chosen) written as a table and read back."""
+    if _input_kind(ctx) == "table":
+        _convert_table(ctx)
+        return
     import geopandas as gpd
     import pyarrow as pa
     import pyogrio

@@ -42,6 +42,10 @@ _VECTOR_DATASET_TYPES = {"source", "vector"}
 _RASTER_DATASET_TYPES = {"raster"}
 _VECTOR_OUTPUTS = {"sink", "vectorDestination"}
 _RASTER_OUTPUTS = {"rasterDestination"}
+# Destinations that are not one layer: a file (a report, a GeoPackage of several layers) or a folder.
+_FILE_OUTPUTS = {"fileDestination"}
+_FOLDER_OUTPUTS = {"folderDestination"}
+DESTINATION_SUFFIX = "_destination"  # the argument a secondary destination is given by: output_html_file_destination
 _NUMBER_TYPES = {"number", "distance", "duration", "scale"}
 _BIG = 1e300  # QGIS's "no bound" is +-DBL_MAX
 # QGIS groups, by the words in them, to the catalog's categories (everything else is "other").
@@ -295,6 +299,41 @@ def _parameter(qgis_name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def file_suffixes(spec: dict[str, Any]) -> list[str]:
+    """The extensions a file destination's filter names ("HTML files (*.html)" -> [".html"])."""
+    raw = spec.get("raw_definition") or {}
+    found = re.findall(r"\*(\.[A-Za-z0-9.]+)", str(raw.get("file_filter") or ""))
+    return list(dict.fromkeys(f.lower() for f in found))
+
+
+def destination_formats(spec: dict[str, Any]) -> list[str]:
+    """The extensions a destination may be written as; none for a folder."""
+    type_id = spec["type"]["id"]
+    if type_id in _VECTOR_OUTPUTS:
+        return [".gpkg", ".fgb", ".geojson"]
+    if type_id in _RASTER_OUTPUTS:
+        return [".tif"]
+    return file_suffixes(spec) if type_id in _FILE_OUTPUTS else []
+
+
+def _destination_argument(qgis_name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A secondary destination as an optional path argument, checked and written inside the workspace."""
+    type_id = spec["type"]["id"]
+    what = {"fileDestination": "a file", "folderDestination": "a new folder", "rasterDestination": "a raster"}.get(
+        type_id, "a vector layer"
+    )
+    suffixes = destination_formats(spec)
+    desc = f"{spec.get('description') or qgis_name}: where QGIS writes {what}"
+    if suffixes:
+        desc += f" ({', '.join(suffixes)})"
+    return {
+        "name": argument_name(qgis_name) + DESTINATION_SUFFIX,
+        "type": "string",
+        "description": f"{desc}; a path inside the workspace, left out for none kept (QGIS parameter {qgis_name}, "
+        f"type {type_id}).",
+    }
+
+
 def _category(group: str) -> str:
     low = group.lower()
     return next((cat for word, cat in _CATEGORY_BY_GROUP if word in low), "other")
@@ -316,18 +355,40 @@ def derive_contract(alg_id: str, entry: dict[str, Any], provider_active: bool) -
     skipped: list[str] = []
     taken = {"output_path", "overwrite"}
     specs = help_["parameters"]
-    # The main output is OUTPUT if it is a layer, else the first vector or raster destination.
+    # The main output is OUTPUT if it is a layer, else the first vector or raster destination; an
+    # algorithm with no layer destination writes its file destination there (native:package's
+    # GeoPackage, a report). Every other destination is an argument of its own (``<name>_destination``)
+    # so that no output QGIS declares is lost to its temporary folder.
     destinations = [n for n, s in specs.items() if s.get("is_destination")]
     layer_outs = [n for n in destinations if specs[n]["type"]["id"] in _VECTOR_OUTPUTS | _RASTER_OUTPUTS]
+    file_outs = [n for n in destinations if specs[n]["type"]["id"] in _FILE_OUTPUTS]
     if layer_outs:
         output_name = "OUTPUT" if "OUTPUT" in layer_outs else layer_outs[0]
+    elif file_outs:
+        output_name = "OUTPUT" if "OUTPUT" in file_outs else file_outs[0]
+    destination_args: list[dict[str, Any]] = []
     for qgis_name, spec in specs.items():
         if spec.get("is_destination"):
-            if qgis_name == output_name:
-                kind = "dataset:raster" if spec["type"]["id"] in _RASTER_OUTPUTS else "dataset:vector"
+            type_id = spec["type"]["id"]
+            if qgis_name == output_name and type_id in _FILE_OUTPUTS:
+                # The schema has no "file" output kind; the run describes the file itself (run.py).
+                output = {"kind": "dataset:vector", "argument": "output_path"}
+                if file_suffixes(spec):  # "All files (*.*)" names none: any extension is QGIS's to write
+                    output["formats"] = file_suffixes(spec)
+                mapping["output_path"] = {"qgis": qgis_name, "as": "output", "destination": type_id}
+            elif qgis_name == output_name:
+                kind = "dataset:raster" if type_id in _RASTER_OUTPUTS else "dataset:vector"
                 output = {"kind": kind, "argument": "output_path"}
                 output["formats"] = [".tif"] if kind == "dataset:raster" else [".gpkg", ".fgb", ".geojson"]
-                mapping["output_path"] = {"qgis": qgis_name, "as": "output"}
+                mapping["output_path"] = {"qgis": qgis_name, "as": "output", "destination": type_id}
+            elif type_id in _VECTOR_OUTPUTS | _RASTER_OUTPUTS | _FILE_OUTPUTS | _FOLDER_OUTPUTS:
+                destination_args.append(_destination_argument(qgis_name, spec))
+                mapping[destination_args[-1]["name"]] = {
+                    "qgis": qgis_name,
+                    "as": "destination",
+                    "destination": type_id,
+                    "formats": destination_formats(spec),
+                }
             else:
                 skipped.append(qgis_name)  # written to QGIS's temporary folder, reported in the answer
             continue
@@ -342,6 +403,7 @@ def derive_contract(alg_id: str, entry: dict[str, Any], provider_active: bool) -
             raw = spec.get("raw_definition") or {}
             mapping[item["name"]]["static"] = bool(raw.get("uses_static_strings"))
             mapping[item["name"]]["options"] = [str(o) for o in raw.get("options") or []]
+    parameters += destination_args
     name = details.get("name") or alg_id
     group = details.get("group") or ""
     blurb = details.get("short_description") or ""
@@ -366,7 +428,10 @@ def derive_contract(alg_id: str, entry: dict[str, Any], provider_active: bool) -
         }
     )
     if output is not None:
-        example_args["output_path"] = "result.tif" if output["kind"] == "dataset:raster" else "result.gpkg"
+        example_args["output_path"] = "result" + (
+            ".tif" if output["kind"] == "dataset:raster" else (output.get("formats") or [".dat"])[0]
+        )
+    file_output = mapping.get("output_path", {}).get("destination") in _FILE_OUTPUTS
     contract: dict[str, Any] = {
         "name": f"{PREFIX}{alg_id}",
         "summary": summary,
@@ -378,10 +443,12 @@ def derive_contract(alg_id: str, entry: dict[str, Any], provider_active: bool) -
         "datasets": datasets,
         "parameters": parameters,
         "output": output or {"kind": "answer"},
-        "crs_effect": "preserves" if output is not None and datasets else "none",
+        "crs_effect": "preserves" if output is not None and datasets and not file_output else "none",
         "needs_projected_crs": False,
         "checks": (
-            ["crs_present", "result_not_empty"]
+            []
+            if file_output
+            else ["crs_present", "result_not_empty"]
             if output and output["kind"] == "dataset:vector"
             else ["crs_present"]
             if output

@@ -56,7 +56,7 @@ def qgis_parameters(ctx: RunContext, mapping: dict[str, dict[str, Any]]) -> list
             for slot in slots:
                 path, layer = str(ctx.paths[slot]), ctx.layers.get(slot)
                 pairs.append((target["qgis"], f"{path}|layername={layer}" if layer else path))
-        elif target["as"] != "output":
+        elif target["as"] not in ("output", "destination"):
             pairs += [(target["qgis"], v) for v in _value(target, value)]
     if ctx.temp_output is not None and "output_path" in mapping:
         pairs.append((mapping["output_path"]["qgis"], str(ctx.temp_output)))
@@ -105,7 +105,9 @@ def check_contained(ctx: RunContext, mapping: dict[str, dict[str, Any]], algorit
 
     for argument, value in ctx.arguments.items():
         target = mapping.get(argument)
-        if target is None or value is None or target["as"] in ("dataset", "output") or isinstance(value, bool):
+        if target is None or value is None or target["as"] in ("dataset", "output", "destination"):
+            continue  # paths: checked by the runner (datasets, output_path) or by plan_destinations
+        if isinstance(value, bool):
             continue
         kind, text = target["as"], str(value)
         why = None
@@ -133,10 +135,13 @@ def run_algorithm(
     ctx: RunContext, executable: str, algorithm: str, imported: dict[str, Any], versions: dict[str, str]
 ) -> None:
     from mapsmith_qgis import subprocess_env
+    from mapsmith_qgis.destinations import commit_destinations, describe_file_output, plan_destinations
 
     mapping = imported["mapping"]
     check_contained(ctx, mapping, algorithm)
     pairs = qgis_parameters(ctx, mapping)
+    planned = plan_destinations(ctx, mapping)
+    pairs += [(d.qgis, str(d.temp)) for d in planned]
     argv = [executable, "--json", "run", algorithm, "--", *(f"{k}={v}" for k, v in pairs)]
     ctx.set_engine(
         "qgis",
@@ -145,6 +150,7 @@ def run_algorithm(
         **{k: v for k, v in versions.items() if k != "qgis"},
     )
     given = {str(ctx.paths[s]): ctx.given_paths[s] for s in ctx.paths}
+    given.update({str(d.temp): f"({d.argument})" for d in planned})
     if ctx.temp_output is not None and ctx.output_path is not None:
         given[str(ctx.temp_output)] = "(output_path)"
     ctx.parameters["x-mapsmith:qgis_algorithm"] = algorithm
@@ -161,6 +167,7 @@ def run_algorithm(
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
+        _discard(planned)
         raise EngineError(
             f"qgis_process could not run {algorithm}: {exc}",
             code="QGIS_UNAVAILABLE",
@@ -168,6 +175,7 @@ def run_algorithm(
             hint="check that qgis_process starts by hand (server_info lists the qgis stack's state)",
         ) from exc
     if done.returncode != 0:
+        _discard(planned)
         raise _failure(algorithm, done, argv)
     try:
         result = json.loads(done.stdout.decode("utf-8", "replace"))
@@ -184,3 +192,12 @@ def run_algorithm(
             evidence={"algorithm": algorithm, "results": results},
             hint="the algorithm may write nothing for these inputs (an empty selection?); check the parameters",
         )
+    if mapping.get("output_path", {}).get("destination") == "fileDestination" and ctx.temp_output is not None:
+        describe_file_output(ctx)
+    commit_destinations(ctx, planned, algorithm)
+
+
+def _discard(planned: list[Any]) -> None:
+    from mapsmith_qgis.destinations import discard
+
+    discard(planned)
