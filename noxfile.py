@@ -74,6 +74,7 @@ def qgis(session: nox.Session) -> None:
         "-rs",
         "tests/stacks/test_qgis_algorithms.py",
         "tests/stacks/test_qgis_catalogue.py",
+        "tests/stacks/test_qgis_destinations.py",
         "tests/stacks/test_qgis_dual_stack.py",
         "tests/stacks/test_qgis_mcp.py",
         *session.posargs,

@@ -130,7 +130,7 @@ def check_inputs(
         # Messages and evidence name the path as the caller gave it, never the host's absolute path.
         info = dataclasses.replace(io.inspect(path, layer), path=given)
         inputs[key] = info
-        if contract.output_kind == "description" or d.kind == "table":
+        if contract.output_kind == "description" or d.kind == "table" or (d.kind == "any" and info.kind == "table"):
             continue  # a table has no CRS or geometry to require
         require_kind(d, info, key)
         if info.kind == "raster":

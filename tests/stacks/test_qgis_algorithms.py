@@ -163,7 +163,11 @@ def test_list_operations_finds_qgis_algorithms_by_description(qgis_app: Any, que
     ("operation", "arguments", "code"),
     [
         # a URL in a string parameter: QGIS would download it
-        ("qgis:native:filedownloader", {"url": "http://127.0.0.1:9/x.tif"}, "QGIS_PARAMETER_NOT_CONTAINED"),
+        (
+            "qgis:native:filedownloader",
+            {"url": "http://127.0.0.1:9/x.tif", "output_path": "x.tif"},
+            "QGIS_PARAMETER_NOT_CONTAINED",
+        ),
         # a grid outside the workspace in a CRS parameter: PROJ would read it
         (
             "qgis:native:creategrid",

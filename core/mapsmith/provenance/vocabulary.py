@@ -85,6 +85,11 @@ VOCABULARY: dict[str, Extension] = {
         "parameters key",
         "`run_sql` only: the shapefiles read whose .cpg names a code page, and how their text was decoded.",
     ),
+    "x-mapsmith:qgis_destinations": Extension(
+        "parameters key",
+        "`qgis:*` only: each destination besides the main output (argument, QGIS parameter, type, path, sha256, "
+        "bytes; per-file digests for a folder, per-layer counts for a GeoPackage).",
+    ),
     "x-mapsmith:coordinate_mode": Extension(
         "parameters key",
         "`table_to_points` only: where the coordinates came from, `xy` (two columns) or `wkt` (one column).",
@@ -339,6 +344,11 @@ VOCABULARY: dict[str, Extension] = {
     ),
     "x-mapsmith:geojson_members_written": Extension(
         "check name", "The feature_collection_members asked for read back at the top level of the GeoJSON."
+    ),
+    "x-mapsmith:layers_written": Extension(
+        "check name",
+        "`qgis:*` with a GeoPackage file destination: the layers the algorithm wrote, each with its feature count, "
+        "read back from the file (also a parameters key with the same counts).",
     ),
     "x-mapsmith:rows_accounted": Extension(
         "check name",

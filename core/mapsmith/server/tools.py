@@ -125,7 +125,7 @@ _LIST_OPERATIONS_SCHEMA = {
             "type": "string",
             "enum": ["auto", "lexical", "vector"],
             "default": "auto",
-            "description": "The ranker: auto (vector when it loads, else lexical), lexical (BM25) or vector.",
+            "description": "The ranker (auto: vector when it loads, else lexical BM25).",
         },
         "detail": {
             "type": "boolean",
@@ -248,8 +248,7 @@ def _service_tools() -> list[Tool]:
             description="Find the operation for a task: describe it in query, and declare only what you know "
             "for certain to narrow the catalog. status 'choose' lists every remaining operation, ordered; "
             "'ranked' the best and how many more; 'unsure' both rankers' guesses and a question; 'empty' which "
-            "facet removed what. Each candidate says what separates it from its neighbours; 'planned' ones do "
-            "not run yet.",
+            "facet removed what. 'planned' candidates do not run yet.",
             input_schema=_LIST_OPERATIONS_SCHEMA,
             annotations=_READ_ONLY,
         ),
@@ -276,9 +275,8 @@ def _service_tools() -> list[Tool]:
             name="validate_plan",
             title="Check a plan",
             description="Check a multi-step plan before any file is touched: unknown operations and "
-            "arguments, references that point forward or nowhere, missing inputs, outputs that collide, and "
-            "steps that cannot accept what the previous ones would produce (CRS, kind, geometry, grid). "
-            "Every finding has a code and a hint.",
+            "arguments, forward or dangling references, missing inputs, colliding outputs, and steps that "
+            "cannot take what earlier ones produce (CRS, kind, geometry, grid). Each finding has a code and a hint.",
             input_schema=_VALIDATE_PLAN_SCHEMA,
             annotations=_READ_ONLY,
         ),
@@ -319,9 +317,8 @@ def _service_tools() -> list[Tool]:
             name="preview_map",
             title="Show datasets on a map",
             description="Show datasets on an interactive map in the chat (an MCP Apps panel; other clients get "
-            "the same data): each layer with its provenance state, operation and engine. A lossy preview, and "
-            "it says how: vectors capped, simplified and shown in EPSG:4326, rasters as a coloured PNG with a "
-            "legend.",
+            "the same data), each layer with its provenance state, operation and engine. Lossy, and says how: "
+            "vectors capped, simplified, in EPSG:4326; rasters as a coloured PNG with a legend.",
             input_schema=_PREVIEW_MAP_SCHEMA,
             annotations=_READ_ONLY,
             _meta={"ui": {"resourceUri": UI_RESOURCE_URI}},
