@@ -46,18 +46,14 @@ def published_schema_errors(record: dict[str, Any]) -> list[str]:
     return errors
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Iterator[Path]:
-    """A fresh workspace; afterwards every manifest in it must conform and sit beside what it describes.
+def check_workspace_manifests(ws: Path) -> None:
+    """Every manifest in ``ws`` conforms and sits beside what it describes.
 
     A plain dataset's record is ``<dataset>.provenance.json`` and matches its bytes. A layer's record sits
     beside its container as ``<container>.<layer>.provenance.json`` (manifest spec 3.1) and its digest covers
     the whole container (3.3): when a later call adds another layer, an earlier record's digest no longer
     matches although its layer was not touched (6). So only the newest record of a container must match.
     """
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    yield ws
     from mapsmith.provenance.digests import dataset_digest
 
     suffix = ".provenance.json"
@@ -81,6 +77,15 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
             newest[dataset] = (record["finished_at"], record["output"]["sha256"])
     for dataset, (_, digest) in newest.items():
         assert digest == dataset_digest(dataset), f"{dataset.name} differs from its newest record"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Iterator[Path]:
+    """A fresh workspace; afterwards every manifest in it must conform (``check_workspace_manifests``)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    yield ws
+    check_workspace_manifests(ws)
 
 
 @pytest.fixture

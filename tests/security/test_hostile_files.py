@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from mapsmith.errors import MapSmithError
-
-MARKER = "MARKER_7F3A_OUTSIDE"
+from security.hostile_files import MARKER
+from security.hostile_files import write_tif as _tif
 
 
 @pytest.fixture
@@ -29,25 +29,6 @@ def outside(workspace: Path) -> Path:
     (folder / "secret.csv").write_text(f"SECRET,VALUE\n{MARKER},42\n", "utf-8")
     _tif(folder / "secret.tif", value=77)
     return folder
-
-
-def _tif(path: Path, *, value: int = 5, size: int = 8) -> Path:
-    import numpy as np
-    import rasterio
-    from rasterio.transform import from_origin
-
-    profile = {
-        "driver": "GTiff",
-        "width": size,
-        "height": size,
-        "count": 1,
-        "dtype": "uint8",
-        "crs": "EPSG:32610",
-        "transform": from_origin(500000, 4000000, 10, 10),
-    }
-    with rasterio.open(path, "w", **profile) as dst:
-        dst.write(np.full((1, size, size), value, dtype="uint8"))
-    return path
 
 
 def _ogr_vrt(source: Path | str) -> str:

@@ -17,27 +17,7 @@ from typing import Any
 import pytest
 
 from mapsmith.errors import MapSmithError
-
-MARKER = "MARKER_7F3A_OUTSIDE"
-
-
-def _tif(path: Path, *, value: int = 5, size: int = 8) -> Path:
-    import numpy as np
-    import rasterio
-    from rasterio.transform import from_origin
-
-    profile = {
-        "driver": "GTiff",
-        "width": size,
-        "height": size,
-        "count": 1,
-        "dtype": "uint8",
-        "crs": "EPSG:32610",
-        "transform": from_origin(500000, 4000000, 10, 10),
-    }
-    with rasterio.open(path, "w", **profile) as dst:
-        dst.write(np.full((1, size, size), value, dtype="uint8"))
-    return path
+from security.hostile_files import write_tif as _tif
 
 
 def _shapefile(path: Path, crs: str = "EPSG:4326") -> Path:

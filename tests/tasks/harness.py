@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from conftest import published_schema_errors
+from conftest import check_workspace_manifests, published_schema_errors
 from mcp_client import Reply, call, mcp_session
 
 # Tools the server lists by name; every other operation is reached through run_operation.
@@ -55,26 +55,8 @@ def run_tasks(ws: Path, tasks: list[Task]) -> dict[str, Task]:
 
 
 def check_manifests(ws: Path) -> None:
-    """The root workspace fixture's teardown check, for a module-scoped workspace: every record conforms to
-    the published schema, and the newest record of each dataset matches its bytes."""
-    from mapsmith.provenance.digests import dataset_digest
-
-    suffix = ".provenance.json"
-    newest: dict[Path, tuple[str, str]] = {}
-    for manifest in ws.rglob("*" + suffix):
-        record = json.loads(manifest.read_text("utf-8"))
-        errors = published_schema_errors(record)
-        assert not errors, f"{manifest.name} does not conform: {errors}"
-        if ".failed." in manifest.name:
-            continue
-        layer = record["output"].get("layer")
-        tail = f".{layer}{suffix}" if layer and manifest.name.endswith(f".{layer}{suffix}") else suffix
-        dataset = manifest.with_name(manifest.name[: -len(tail)])
-        assert dataset.exists(), f"{manifest.name} describes a dataset that is not there"
-        if dataset not in newest or record["finished_at"] > newest[dataset][0]:
-            newest[dataset] = (record["finished_at"], record["output"]["sha256"])
-    for dataset, (_, digest) in newest.items():
-        assert digest == dataset_digest(dataset), f"{dataset.name} differs from its newest record"
+    """The root workspace fixture's teardown check, for a module-scoped workspace."""
+    check_workspace_manifests(ws)
 
 
 def written(steps: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str | None]]:
