@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapsmith.contracts import OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT
+from mapsmith.contracts import OUTPUT_ARGUMENT, OUTPUT_LAYER_ARGUMENT, OVERWRITE_ARGUMENT
 from mapsmith.errors import ArgumentError, MapSmithError, OutputError
 from mapsmith.plans.findings import Finding
-from mapsmith.plans.model import Plan, plan_fingerprint, substitute
+from mapsmith.plans.model import Plan, plan_fingerprint, reference_of, substitute
 from mapsmith.provenance.digests import dataset_digest
 from mapsmith.provenance.manifest import MANIFEST_SUFFIX, utc_now, write_json_atomic
+from mapsmith.run_inputs import layer_argument
 
 if TYPE_CHECKING:
     from mapsmith.app import MapSmith
@@ -274,15 +275,26 @@ def _prepare(app: MapSmith, plan: Plan) -> list[StepRun]:
     """Every step's arguments as they will run: each reference replaced by the output_path of an earlier
     step. Done for the whole plan first, so steps that will not run are listed with their arguments too."""
     outputs: dict[str, str] = {}
+    layers: dict[str, str] = {}  # step id -> the output_layer it adds to a GeoPackage
     runs = []
     for step in plan.steps:
         run = StepRun(
             id=step.id, operation=step.operation, arguments=substitute(step.arguments, outputs), output_path=None
         )
+        for name, value in step.arguments.items():
+            # "$a" of a step that added a layer reads that layer (validate_plan refused any other layer
+            # named, and slots that cannot name one): the container may hold several.
+            ref = reference_of(value)
+            named = layer_argument(name)
+            if ref in layers and named is not None:
+                run.arguments.setdefault(named, layers[ref])
         given = run.arguments.get(OUTPUT_ARGUMENT)
         if app.router.contract(step.operation).writes_dataset and isinstance(given, str):
             outputs[step.id] = given  # as the plan wrote it: the next step's argument reads the same text
             run.output_path = app.workspace.relative_label(_resolve(app, run))
+            layer = run.arguments.get(OUTPUT_LAYER_ARGUMENT)
+            if isinstance(layer, str):
+                layers[step.id] = layer
         runs.append(run)
     return runs
 

@@ -73,6 +73,8 @@ FINDING_CODES: dict[str, str] = {
     "DANGLING_REFERENCE": "An argument refers to a step id that is not in the plan.",
     "SELF_REFERENCE": "A step refers to its own output.",
     "REFERENCE_TO_ANSWER": "An argument refers to a step that returns an answer and writes no dataset.",
+    "REFERENCE_LAYER_CONFLICT": "A reference to a step that adds a layer to a GeoPackage sits in an argument that "
+    "cannot name that layer, or whose <role>_layer names another one.",
     "REFERENCE_NOT_A_DATASET": 'A "$id" reference is given to an argument that is not a dataset path.',
     # -- paths (the workspace's and the runner's codes)
     "INPUT_NOT_FOUND": "An input file does not exist and no earlier step writes it.",

@@ -109,10 +109,26 @@ class StepState:
     contract: OperationContract | None
     output_given: str | None = None
     output_resolved: Path | None = None
+    output_layer: str | None = None  # output_layer: a layer added to a GeoPackage
     output: Flow | None = None
     checked: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, Flow] = field(default_factory=dict)
     file_inputs: dict[str, tuple[str, Path]] = field(default_factory=dict)  # slot -> (given, resolved)
+    input_layers: dict[str, str | None] = field(default_factory=dict)  # slot -> the layer of a file input
+
+    def written_layer(self) -> str | None:
+        """The layer this step leaves in its output: output_layer, else the one layer named after the file
+        (GDAL names a new GeoPackage's single layer after the file's stem)."""
+        if self.output_layer is not None or self.output_resolved is None:
+            return self.output_layer
+        return self.output_resolved.stem
+
+    def writes(self, path: Path, layer: str | None) -> bool:
+        """Whether this step writes ``layer`` of ``path`` (``None``: any of it). A step writing a whole file
+        is taken to write whatever layer of it is read; a step adding a layer writes that layer only."""
+        if self.output_resolved != path:
+            return False
+        return layer is None or self.output_layer is None or self.output_layer == layer
 
 
 def _resolve_lenient(value: Any, outputs: Mapping[str, str]) -> Any:

@@ -14,6 +14,7 @@ from mapsmith.contracts import OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, OperationCon
 from mapsmith.errors import MapSmithError
 from mapsmith.plans.flow import Flow, StepState, dataset_slots
 from mapsmith.plans.model import reference_of
+from mapsmith.run_inputs import layer_argument
 from mapsmith.run_outputs import plan_output
 from mapsmith.runner import _check_output_path, _require_wgs84_for_geojson
 
@@ -42,40 +43,87 @@ class OutputSimulation:
         def add_error(self, error: MapSmithError, step: str, argument: str | None = None) -> None: ...
 
     def _plan_outputs(self) -> None:
-        writers: dict[Path, StepState] = {}
-        for state in self.states:
+        for k, state in enumerate(self.states):
             out = state.output_resolved
             if out is None:
                 continue
-            first = writers.get(out)
+            # Adding a layer to a container another step writes is no clash; writing the same layer
+            # twice, or a whole file after it (which replaces every layer), is.
+            first = next(
+                (
+                    w
+                    for w in self.states[:k]
+                    if w.output_resolved == out
+                    and (state.output_layer is None or w.written_layer() == state.written_layer())
+                ),
+                None,
+            )
             if first is not None:
                 self.add(
                     "DUPLICATE_OUTPUT",
-                    f"step '{state.step.id}' writes {state.output_given}, which step '{first.step.id}' writes "
+                    f"step '{state.step.id}' writes {self._written(state)}, which step '{first.step.id}' writes "
                     "already; the second write would replace the first step's output",
-                    "give every step its own output_path",
+                    "give every step its own output_path (or, in one GeoPackage, its own output_layer)",
                     state.step.id,
                     OUTPUT_ARGUMENT,
                     path=state.output_given,
+                    output_layer=state.output_layer,
                     first_step=first.step.id,
                 )
-            else:
-                writers[out] = state
             for reader in self.states:
                 for slot, (_, resolved) in reader.file_inputs.items():
-                    if resolved == out:
-                        whose = "its own" if reader is state else f"step '{reader.step.id}'s"
-                        self.add(
-                            "OUTPUT_OVERWRITES_INPUT",
-                            f"step '{state.step.id}' writes {state.output_given}, which is {whose} {slot}; "
-                            "an input of the plan is never overwritten",
-                            "write to a new path, so the data the plan starts from stays as it was",
-                            state.step.id,
-                            OUTPUT_ARGUMENT,
-                            path=state.output_given,
-                            input_step=reader.step.id,
-                            input_argument=slot,
-                        )
+                    if resolved != out:
+                        continue
+                    if state.output_layer is not None and reader.input_layers.get(slot) != state.output_layer:
+                        continue  # a layer added beside the one read: the input stays as it was
+                    whose = "its own" if reader is state else f"step '{reader.step.id}'s"
+                    self.add(
+                        "OUTPUT_OVERWRITES_INPUT",
+                        f"step '{state.step.id}' writes {self._written(state)}, which is {whose} {slot}; "
+                        "an input of the plan is never overwritten",
+                        "write to a new path (or a new output_layer), so the data the plan starts from stays as it was",
+                        state.step.id,
+                        OUTPUT_ARGUMENT,
+                        path=state.output_given,
+                        output_layer=state.output_layer,
+                        input_step=reader.step.id,
+                        input_argument=slot,
+                    )
+
+    @staticmethod
+    def _written(state: StepState) -> str:
+        given = state.output_given or ""
+        return f"layer '{state.output_layer}' of {given}" if state.output_layer is not None else given
+
+    def _check_reference_layer(self, state: StepState, slot: str, producer: StepState) -> None:
+        """A "$step" reference to a step that adds a layer reads that layer: execute_plan names it in the
+        slot's <role>_layer. Refused when the slot cannot name a layer or names another one, since the
+        container may hold several layers and MapSmith never picks one."""
+        layer = producer.output_layer
+        contract = state.contract
+        if layer is None or contract is None:
+            return
+        named = layer_argument(slot)
+        given = state.step.arguments.get(named) if named else None
+        evidence = {"reference": f"${producer.step.id}", "path": producer.output_given, "output_layer": layer}
+        if named is None or named not in contract.argument_names():
+            problem = f"{slot} of {contract.name} cannot name a layer"
+        elif given is not None and given != layer:
+            problem = f"{named} names {given!r}"
+        else:
+            return
+        self.add(
+            "REFERENCE_LAYER_CONFLICT",
+            f"'{slot}' of step '{state.step.id}' references '${producer.step.id}', which writes layer {layer!r} "
+            f"of {producer.output_given}; {problem}",
+            f"leave {named} out (the reference reads layer {layer!r})"
+            if named is not None and given is not None and named in contract.argument_names()
+            else f"copy the layer out first with extract_layer(input_path={producer.output_given!r}, "
+            f"layer={layer!r}, output_path=...) and reference that step",
+            state.step.id,
+            slot,
+            **evidence,
+        )
 
     def _check_output_path(self, state: StepState, contract: OperationContract) -> None:
         given = state.checked.get(OUTPUT_ARGUMENT)

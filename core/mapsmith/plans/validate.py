@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mapsmith import verify
-from mapsmith.contracts import OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, DatasetArgument, OperationContract, suggest
+from mapsmith.contracts import (
+    OUTPUT_ARGUMENT,
+    OUTPUT_LAYER_ARGUMENT,
+    OVERWRITE_ARGUMENT,
+    DatasetArgument,
+    OperationContract,
+    suggest,
+)
 from mapsmith.errors import ArgumentError, MapSmithError
 from mapsmith.plans.findings import Finding
 from mapsmith.plans.flow import Flow, StepState, _grid_facts, _resolve_lenient, _same_grid, dataset_slots
@@ -186,6 +193,8 @@ class _Validator(OutputSimulation):
             except MapSmithError:
                 resolved = None  # reported when the step is checked
             state.output_resolved = resolved if isinstance(resolved, Path) else None
+            layer = step.arguments.get(OUTPUT_LAYER_ARGUMENT)
+            state.output_layer = layer if isinstance(layer, str) else None
         return state
 
     # -- one step --------------------------------------------------------------------------------
@@ -345,9 +354,9 @@ class _Validator(OutputSimulation):
             for d in contract.datasets
         ]
         if contract.writes_dataset:
-            pieces.append(
-                (dataclasses.replace(contract, datasets=(), parameters=()), [OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT])
-            )
+            # output_layer and the GeoJSON options too: simulate.py decides with their checked values
+            writer = [OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, *contract.writer_options()]
+            pieces.append((dataclasses.replace(contract, datasets=(), parameters=()), writer))
         pieces += [
             (dataclasses.replace(contract, datasets=(), parameters=(p,), output_kind="answer"), [p.name])
             for p in contract.parameters
@@ -364,13 +373,16 @@ class _Validator(OutputSimulation):
     def _slots(step: Step, contract: OperationContract) -> list[tuple[str, DatasetArgument, str]]:
         return dataset_slots(step, contract)
 
-    def _producer(self, path: Path, before: int | None = None, after: int | None = None) -> StepState | None:
-        """The step that writes ``path``: the last one before ``before``, or the first after ``after``."""
+    def _producer(
+        self, path: Path, layer: str | None, before: int | None = None, after: int | None = None
+    ) -> StepState | None:
+        """The step that writes ``layer`` of ``path`` (any layer when None): the last one before
+        ``before``, or the first after ``after``."""
         if before is not None:
-            earlier = [s for s in self.states[:before] if s.output_resolved == path]
+            earlier = [s for s in self.states[:before] if s.writes(path, layer)]
             return earlier[-1] if earlier else None
         assert after is not None
-        return next((s for s in self.states[after + 1 :] if s.output_resolved == path), None)
+        return next((s for s in self.states[after + 1 :] if s.writes(path, layer)), None)
 
     def _input_flow(self, state: StepState, slot: str, d: DatasetArgument, given: str) -> Flow | None:
         step = state.step
@@ -379,7 +391,9 @@ class _Validator(OutputSimulation):
             target = self.first_index.get(ref)
             if target is None or target >= state.index:
                 return None  # reported by _check_references
-            return self.states[target].output
+            referenced = self.states[target]
+            self._check_reference_layer(state, slot, referenced)
+            return referenced.output
         if given.startswith(ESCAPED_PREFIX):
             given = given[1:]
         try:
@@ -397,12 +411,15 @@ class _Validator(OutputSimulation):
                 path=given,
             )
             return None
-        # A path an earlier step writes is that step's output, whether or not a file is there now.
-        producer = self._producer(resolved, before=state.index)
+        named = layer_argument(slot)  # layer for input_path, mask_layer for mask_path ...
+        layer_arg = step.arguments.get(named) if named else None
+        layer = layer_arg if isinstance(layer_arg, str) else None
+        # A path (and layer) an earlier step writes is that step's output, whether or not a file is there now.
+        producer = self._producer(resolved, layer, before=state.index)
         if producer is not None:
             return producer.output
         if not resolved.exists():
-            later = self._producer(resolved, after=state.index)
+            later = self._producer(resolved, layer, after=state.index)
             if later is not None:
                 self.add(
                     "FORWARD_REFERENCE",
@@ -428,10 +445,8 @@ class _Validator(OutputSimulation):
                 )
             return None
         state.file_inputs[slot] = (given, resolved)
+        state.input_layers[slot] = layer
         assert state.contract is not None
-        named = layer_argument(slot)  # layer for input_path, mask_layer for mask_path ...
-        layer_arg = step.arguments.get(named) if named else None
-        layer = layer_arg if isinstance(layer_arg, str) else None
         if state.contract.output_kind == "description" and layer is None:
             return None  # describing a container is how its layers are found
         try:
@@ -440,6 +455,7 @@ class _Validator(OutputSimulation):
             # Before GDAL opens it, as in run_operation: its declared CRS may name files outside.
             crsguard.check_declared_crs(resolved, argument=slot, workspace_root=self.app.workspace.root)
             layer = _choose_layer(self.io, resolved, layer, slot, given)
+            state.input_layers[slot] = layer
             info = dataclasses.replace(self.io.inspect(resolved, layer), path=given)
         except MapSmithError as exc:
             self.add_error(exc, step.id, slot)
