@@ -274,6 +274,8 @@ def test_an_operation_called_as_a_tool_is_answered_with_the_run_operation_call(c
         "output_layer",
         "geojson_keep_crs",
         "feature_collection_members",
+        "offset",
+        "limit",
     }
     assert evidence["status"] == "available"
     assert "call run_operation with " in data["hint"]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import choose_transformer, crs_label, linear_unit_metres
 from mapsmith.errors import ArgumentError, InputError
+from mapsmith.paging import page
 from mapsmith_opensource import io
 from mapsmith_opensource.common import (
     INVALID_ROWS_SHOWN,
@@ -44,7 +45,7 @@ from mapsmith_opensource.common import (
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from pathlib import Path
 
     import geopandas as gpd
@@ -98,7 +99,6 @@ REGISTRATIONS = (
     Registration("join_attributes", "join_attributes"),
 )
 
-MAX_ANSWER_ROWS = 200
 # How many invalid rows a refusal names (with GEOS's reason for each).
 UNDEFINED_ON_INVALID = "spatial predicates and areas computed on them are undefined"
 # How many unmatched keys of each side join_attributes names in its answer and manifest.
@@ -142,12 +142,16 @@ TIE_RULE = (
 # -- shared helpers ---------------------------------------------------------------------------
 
 
-def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+def _rows(frame: pd.DataFrame, arguments: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The page of attribute rows the call's offset/limit ask for, and its ``page`` record."""
     import json
 
     attrs = [c for c in frame.columns if c != getattr(frame, "_geometry_column_name", None)]
+    _, window = page(range(len(frame)), arguments)
+    start = window["offset"]
     # Through JSON so numpy and pandas scalars (and NA) become plain values.
-    return json.loads(frame[attrs].head(MAX_ANSWER_ROWS).to_json(orient="records"))
+    rows = json.loads(frame[attrs].iloc[start : start + window["returned"]].to_json(orient="records"))
+    return rows, window
 
 
 def _plain(value: Any) -> Any:
@@ -1122,12 +1126,13 @@ def count_in_polygons(ctx: RunContext, find_pairs: PairFinder = intersecting_pai
     out = found.polygons.copy()
     out["point_count"] = np.bincount(found.polygon_rows, minlength=len(out)).astype("int64")
     ctx.parameters["x-mapsmith:join_counts"] = found.counts
+    rows, window = _rows(out, ctx.arguments)
     ctx.answer = {
         **found.counts,
         "total_point_count": int(out["point_count"].sum()),
         "boundary_rule": BOUNDARY_RULE,
-        "rows": _rows(out),
-        "rows_truncated": len(out) > MAX_ANSWER_ROWS,
+        "rows": rows,
+        "page": window,
     }
     write_output(ctx, out)
 
@@ -1212,13 +1217,14 @@ def finish_summary(
             f"{counted_nulls} (polygon, point) pairs had no value of {name!r} and were left out of the statistics",
             f"see {null_column} per polygon; fill the missing values first if they should count",
         )
+    rows, window = _rows(out, ctx.arguments)
     ctx.answer = {
         **counts,
         "field": name,
         "statistics": statistics,
         "boundary_rule": BOUNDARY_RULE,
-        "rows": _rows(out),
-        "rows_truncated": len(out) > MAX_ANSWER_ROWS,
+        "rows": rows,
+        "page": window,
     }
     write_output(ctx, out)
 
@@ -1354,12 +1360,13 @@ def apportion_by_area(ctx: RunContext) -> None:
                 "make the source zones a partition (no overlaps) first",
             )
     ctx.parameters["x-mapsmith:join_counts"] = counts
+    rows, window = _rows(out, ctx.arguments)
     ctx.answer = {
         **counts,
         "field": name,
         "quantity_type": kind,
-        "rows": _rows(out),
-        "rows_truncated": len(out) > MAX_ANSWER_ROWS,
+        "rows": rows,
+        "page": window,
     }
     write_output(ctx, out)
 

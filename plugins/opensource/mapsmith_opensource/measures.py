@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import crs_label
 from mapsmith.errors import InputError
+from mapsmith.paging import page
 from mapsmith_opensource.common import (
     MAX_SCALE_DISTORTION,
     MetricFrame,
@@ -180,6 +181,7 @@ def measure_length(ctx: RunContext) -> None:
     out[field] = lengths
     present = [v for v in lengths if v is not None]
     attrs = [c for c in out.columns if c != out.geometry.name]
+    _, window = page(range(len(out)), ctx.arguments)
     ctx.answer = {
         "total_length_m": float(sum(present)),
         "feature_count": len(out),
@@ -187,8 +189,8 @@ def measure_length(ctx: RunContext) -> None:
         "method": "geodesic",
         "output_field": field,
         "field_replaced": replaced,
-        "rows": out[attrs].head(MAX_ANSWER_ROWS).to_dict(orient="records"),
-        "rows_truncated": len(out) > MAX_ANSWER_ROWS,
+        "rows": out[attrs].iloc[window["offset"] : window["offset"] + window["returned"]].to_dict(orient="records"),
+        "page": window,
     }
     ctx.check(
         "x-mapsmith:lengths_non_negative",

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import crs_label
 from mapsmith.errors import InputError
+from mapsmith.paging import page
 from mapsmith_opensource.common import read_input, set_engine, to_metric, write_output
-from mapsmith_opensource.measures import MAX_ANSWER_ROWS, indices, measured_only, refuse_existing_field
 from mapsmith_opensource.measures import absent as _absent
+from mapsmith_opensource.measures import indices, measured_only, refuse_existing_field
 
 if TYPE_CHECKING:
     from mapsmith.runner import RunContext
@@ -88,10 +89,11 @@ def cluster_points_by_distance(ctx: RunContext) -> None:
     clusters = [{"cluster_id": cid, "size": sizes[r]} for r, cid in ids.items()]
     unclustered = sum(sizes[r] for r in sizes if sizes[r] < min_points)
     without = len(gdf) - len(placed)
+    shown, window = page(clusters, ctx.arguments)
     ctx.answer = {
         "cluster_count": len(clusters),
-        "cluster_sizes": clusters[:MAX_ANSWER_ROWS],
-        "clusters_truncated": len(clusters) > MAX_ANSWER_ROWS,
+        "cluster_sizes": shown,
+        "page": window,
         "largest_cluster_size": max((c["size"] for c in clusters), default=0),
         "unclustered_count": unclustered,
         "features_without_position": without,

@@ -531,12 +531,13 @@ def count_in_polygons_sedonadb(ctx: RunContext) -> None:
     out = found.polygons.copy()
     out["point_count"] = np.bincount(found.polygon_rows, minlength=len(out)).astype("int64")
     ctx.parameters["x-mapsmith:join_counts"] = found.counts
+    rows, window = join_ops._rows(out, ctx.arguments)
     ctx.answer = {
         **found.counts,
         "total_point_count": int(out["point_count"].sum()),
         "boundary_rule": join_ops.BOUNDARY_RULE,
-        "rows": join_ops._rows(out),
-        "rows_truncated": len(out) > join_ops.MAX_ANSWER_ROWS,
+        "rows": rows,
+        "page": window,
     }
     join_ops.write_output(ctx, out)
 

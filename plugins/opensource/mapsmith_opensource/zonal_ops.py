@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mapsmith.errors import ArgumentError, InputError
+from mapsmith.paging import page
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
     import geopandas as gpd
@@ -47,7 +49,6 @@ COVERAGE_RULE = (
 # (relative) is allowed for floating-point rounding in the engine's clipping.
 COVERAGE_AREA_TOLERANCE = 1e-6
 SNAP_FRACTION_OF_CELL = 1e-6  # the vertex grid for zones recomputed after a coverage breach
-MAX_ANSWER_ROWS = 200
 # GDAL's block cache while the engine reads (bytes): zones are visited in block order, so this holds
 # the blocks neighbours share many times over; GDAL's default (5 % of RAM) would let one large raster
 # take gigabytes.
@@ -286,6 +287,7 @@ def zonal_statistics(ctx: RunContext) -> None:
     }
     ctx.parameters["x-mapsmith:zonal_counts"] = counts
     _notes(ctx, request, grid, band, scale, offset, counts, weights is not None)
+    rows, window = _rows(out, ctx.arguments)
     ctx.answer = {
         **counts,
         "statistics": request.statistics,
@@ -293,8 +295,8 @@ def zonal_statistics(ctx: RunContext) -> None:
         "band": band,
         "raster_crs": crs_label(grid.crs),
         "coverage_rule": COVERAGE_RULE,
-        "rows": _rows(out),
-        "rows_truncated": n > MAX_ANSWER_ROWS,
+        "rows": rows,
+        "page": window,
     }
     common.write_output(ctx, out)
 
@@ -663,8 +665,11 @@ def _notes(
             )
 
 
-def _rows(frame: Any) -> list[dict[str, Any]]:
+def _rows(frame: Any, arguments: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The page of zone rows the call's offset/limit ask for, and its ``page`` record."""
     import json
 
     attrs = [c for c in frame.columns if c != getattr(frame, "_geometry_column_name", None)]
-    return json.loads(frame[attrs].head(MAX_ANSWER_ROWS).to_json(orient="records"))
+    _, window = page(range(len(frame)), arguments)
+    start = window["offset"]
+    return json.loads(frame[attrs].iloc[start : start + window["returned"]].to_json(orient="records")), window

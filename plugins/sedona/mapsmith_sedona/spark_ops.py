@@ -36,12 +36,13 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mapsmith.errors import CRSError, EngineError
+from mapsmith.paging import page, page_window
 
 if TYPE_CHECKING:
     from mapsmith.runner import RunContext
@@ -57,7 +58,6 @@ PREDICATES = {
     "crosses": "ST_Crosses",
     "overlaps": "ST_Overlaps",
 }
-MAX_ANSWER_ROWS = 200
 
 
 # -- eligibility and validation: before Spark starts ----------------------------------------------
@@ -295,12 +295,14 @@ def _finish(job: _Job) -> None:
     job.progress(1.0, "written")
 
 
-def _rows(path: Path, geom: str) -> list[dict[str, Any]]:
+def _rows(path: Path, geom: str, arguments: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The page of written rows the call's offset/limit ask for, and its ``page`` record."""
     import pyarrow.parquet as pq
 
     table = pq.read_table(path)
-    frame = table.drop_columns([geom]).slice(0, MAX_ANSWER_ROWS).to_pandas()
-    return json.loads(frame.to_json(orient="records"))
+    _, window = page(range(table.num_rows), arguments)
+    frame = table.drop_columns([geom]).slice(window["offset"], window["returned"]).to_pandas()
+    return json.loads(frame.to_json(orient="records")), window
 
 
 def _join_fields_as_long(df: Any, fields: list[str]) -> Any:
@@ -479,12 +481,13 @@ def count_in_polygons_spark(ctx: RunContext) -> None:
     counts, pairs, geom = _points_in_polygons(ctx, ["point_count"], per_polygon)
     ctx.parameters["x-mapsmith:join_counts"] = counts
     assert ctx.temp_output is not None
+    rows, window = _rows(ctx.temp_output, geom, ctx.arguments)
     ctx.answer = {
         **counts,
         "total_point_count": pairs,
         "boundary_rule": join_ops.BOUNDARY_RULE,
-        "rows": _rows(ctx.temp_output, geom),
-        "rows_truncated": counts["polygons"] > MAX_ANSWER_ROWS,
+        "rows": rows,
+        "page": window,
     }
 
 
@@ -553,13 +556,14 @@ def summarize_points_in_polygons_spark(ctx: RunContext) -> None:
             f"see {null_column} per polygon; fill the missing values first if they should count",
         )
     assert ctx.temp_output is not None
+    rows, window = _rows(ctx.temp_output, geom, ctx.arguments)
     ctx.answer = {
         **counts,
         "field": name,
         "statistics": statistics,
         "boundary_rule": join_ops.BOUNDARY_RULE,
-        "rows": _rows(ctx.temp_output, geom),
-        "rows_truncated": counts["polygons"] > MAX_ANSWER_ROWS,
+        "rows": rows,
+        "page": window,
     }
 
 
@@ -898,7 +902,10 @@ def dissolve_layer_spark(ctx: RunContext) -> None:
             F.col("__order"),
         )
         no_geometry = grouped.where(empty_geometry).count()
-        sizes = [int(r["__n"]) for r in grouped.orderBy("__order").select("__n").limit(MAX_ANSWER_ROWS).collect()]
+        # Only the requested page's group sizes travel back from Spark; __order counts groups from 1.
+        first, per_page = page_window(ctx.arguments)
+        in_page = (F.col("__order") > first) & (F.col("__order") <= first + per_page)
+        sizes = [int(r["__n"]) for r in grouped.where(in_page).orderBy("__order").select("__n").collect()]
         job.progress(0.6, "writing GeoParquet")
         _write(job, out, ["__order"], info.crs_wkt)
     finally:
@@ -918,7 +925,7 @@ def dissolve_layer_spark(ctx: RunContext) -> None:
         ctx, keys, n_rows, written, "Sedona's ST_Union_Aggr on Spark", declared, dropped, null_count
     )
     assert ctx.temp_output is not None
-    rows = _rows(ctx.temp_output, geom)
+    rows, window = _rows(ctx.temp_output, geom, ctx.arguments)
     for row, n in zip(rows, sizes, strict=False):
         row["feature_count"] = n
     ctx.answer = {
@@ -928,7 +935,7 @@ def dissolve_layer_spark(ctx: RunContext) -> None:
         "fields_dropped": dropped,
         "null_key_features": null_count,
         "groups": rows,
-        "groups_truncated": written > MAX_ANSWER_ROWS,
+        "page": window,
     }
     _finish(job)
 
