@@ -184,3 +184,15 @@ def test_summarize_points_pages_its_polygons(app, workspace: Path) -> None:
     assert last["page"]["total"] == 3 and last["page"]["returned"] == 1 and last["page"]["complete"] is True
     whole = app.run("summarize_points_in_polygons", {**base, "output_path": "s2.gpkg"}).answer
     assert [r["v_sum"] for r in whole["rows"]][1:] == [7.0, 10.0]
+
+
+def test_simplify_layer_pages_its_per_feature_rows(app, workspace: Path) -> None:  # type: ignore[no-untyped-def]
+    # Three straight two-vertex lines in UTM: nothing to remove, 2 vertices before and after each.
+    lines = [LineString([(X0, Y0 + 10 * k), (X0 + 100, Y0 + 10 * k)]) for k in range(3)]
+    write_layer(workspace / "straight.gpkg", lines, UTM, id=[1, 2, 3])
+    args = {"input_path": "straight.gpkg", "tolerance_meters": 1, "output_path": "s.gpkg", "offset": 1, "limit": 1}
+    answer = app.run("simplify_layer", args).answer
+    assert [(r["feature_index"], r["vertices_before"], r["vertices_after"]) for r in answer["rows"]] == [(1, 2, 2)]
+    assert answer["page"] == {"offset": 1, "limit": 1, "returned": 1, "total": 3, "complete": False, "next_offset": 2}
+    # the totals still cover every feature: 3 lines x 2 vertices
+    assert (answer["feature_count"], answer["vertices_before"]) == (3, 6)

@@ -121,12 +121,6 @@ _LIST_OPERATIONS_SCHEMA = {
             "enum": _CATEGORIES,
             "description": "A category you guess; it only ranks (a small boost), never filters.",
         },
-        "engine": {
-            "type": "string",
-            "enum": ["auto", "lexical", "vector"],
-            "default": "auto",
-            "description": "The ranker (auto: vector when it loads, else lexical BM25).",
-        },
         "detail": {
             "type": "boolean",
             "default": False,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import crs_label
 from mapsmith.errors import InputError
+from mapsmith.paging import page
 from mapsmith_opensource import io
 from mapsmith_opensource.common import (
     read_input,
@@ -108,7 +109,8 @@ def simplify_layer(ctx: RunContext) -> None:
         return _total([values[i] for i in rows]) if rows else None
 
     rows = []
-    for i in range(min(len(gdf), MAX_ANSWER_ROWS)):
+    chosen, window = page(range(len(gdf)), ctx.arguments)  # per-feature rows page (mapsmith.paging)
+    for i in chosen:
         row: dict[str, Any] = {
             "feature_index": i,
             "vertices_before": int(vertices_before[i]),
@@ -146,7 +148,7 @@ def simplify_layer(ctx: RunContext) -> None:
         "measured": f"geodesic, on the {ellipsoid} ellipsoid of input_path's own datum (input and output alike)",
         "emptied_feature_indices": emptied,
         "rows": rows,
-        "rows_truncated": len(gdf) > MAX_ANSWER_ROWS,
+        "page": window,
     }
     ctx.notes.append(
         f"lengths and areas before and after simplification were measured geodesically on the {ellipsoid} "
