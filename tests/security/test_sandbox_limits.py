@@ -96,7 +96,7 @@ def test_a_worker_killed_by_sigsegv_mid_call_is_engine_crashed_and_the_next_call
     tail = crashed.data["evidence"]["stderr_tail"]
     assert crashed.data["evidence"]["fatal_error"] == "Fatal Python error: Segmentation fault"  # faulthandler's
     assert "most recent call first" in tail  # ... report, with the Python stack ...
-    assert CHECKOUT not in json.dumps(crashed.data) and "<host path>" in tail  # ... its host paths redacted
+    assert CHECKOUT not in json.dumps(crashed.data) and "<outside the workspace>" in tail  # ... its host paths redacted
     _described_two_points(after)
 
 

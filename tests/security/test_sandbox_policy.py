@@ -236,7 +236,7 @@ def test_bubblewrap_also_works_for_a_normal_user() -> None:
 def test_redaction_keeps_workspace_paths_and_hides_the_host() -> None:
     text = 'File "/work/main/core/mapsmith/runner.py", line 3\nread /data/ws/a.gpkg and /data/ws2/b; ratio 1/2'
     assert redact(text, Path("/data/ws")) == (
-        'File "<host path>", line 3\nread /data/ws/a.gpkg and <host path>; ratio 1/2'
+        'File "<outside the workspace>", line 3\nread a.gpkg and <outside the workspace>; ratio 1/2'
     )
 
 

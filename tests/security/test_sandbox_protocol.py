@@ -87,7 +87,7 @@ def test_an_abort_is_engine_crashed_with_the_signal_and_a_redacted_tail(tmp_path
     assert data["code"] == "ENGINE_CRASHED"
     # Without bwrap in between, the child's own status: killed by SIGABRT.
     assert data["evidence"]["signal"] == "SIGABRT" and data["evidence"]["exit_code"] == -signal.SIGABRT
-    assert "about to abort in <host path>" in data["evidence"]["stderr_tail"] and "/secret" not in str(data)
+    assert "about to abort in <outside the workspace>" in data["evidence"]["stderr_tail"] and "/secret" not in str(data)
 
 
 def test_a_call_past_its_time_is_call_timeout_and_the_worker_is_gone(tmp_path: Path) -> None:

@@ -24,10 +24,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-from mapsmith.errors import ConfigurationError, MapSmithError
+from mapsmith.errors import ConfigurationError, MapSmithError, redact_paths
+from mapsmith.limits import CALL_TIMEOUT_ENV
 from mapsmith.sandbox.protocol import ProtocolError, error_from_dict, read_frame, write_frame
 
-TIMEOUT_ENV = "MAPSMITH_CALL_TIMEOUT_S"
+TIMEOUT_ENV = CALL_TIMEOUT_ENV  # read, with its checks, by mapsmith.limits.call_timeout_s
 WORKERS_ENV = "MAPSMITH_WORKERS"
 MEMORY_ENV = "MAPSMITH_WORKER_MEMORY_MB"
 # Engines that can stop themselves at the limit (DuckDB's interrupt) get this long to say so with their
@@ -36,7 +37,6 @@ TIMEOUT_GRACE_S = 2.0
 DEFAULT_WORKERS = 2
 START_TIMEOUT_S = 120.0
 STDERR_TAIL_LINES = 40
-_PATH = re.compile(r"(?<![\w.~-])/[^\s'\"()<>,;:=\[\]{}]+")
 _EOF = object()
 _FATAL = re.compile(r"Fatal Python error|terminate called|panicked at|Segmentation fault|Aborted|SIGSEGV|SIGBUS")
 # What allocators print when an allocation fails (Rust's default handler, C++'s bad_alloc, glibc, GDAL):
@@ -47,14 +47,9 @@ _ALLOCATION_FAILED = re.compile(
 
 
 def redact(text: str, workspace: Path) -> str:
-    """Absolute paths outside the workspace become ``<host path>``: a reply never maps the host."""
-    root = str(workspace)
-
-    def keep_or_hide(m: re.Match[str]) -> str:
-        p = m.group(0)
-        return p if p == root or p.startswith(root + "/") else "<host path>"
-
-    return _PATH.sub(keep_or_hide, text)
+    """A worker's stderr as a reply may carry it: the same redaction as every error (``errors.redact_paths``),
+    workspace paths relative, every other absolute path ``<outside the workspace>``."""
+    return redact_paths(text, workspace)
 
 
 def _positive(environ: Mapping[str, str], name: str, default: float, kind: type, minimum: float) -> Any:
