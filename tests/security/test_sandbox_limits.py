@@ -174,7 +174,8 @@ def test_cancel_kills_the_worker_of_that_call_and_the_next_call_gets_a_fresh_one
     _points(workspace)
     from mapsmith.sandbox import SandboxedMapSmith, build_app
 
-    app = build_app({"MAPSMITH_WORKSPACE": str(workspace), "MAPSMITH_SANDBOX": "on", **env("on")})
+    # One worker: the one running the call is the only one there is, so every pid seen must go.
+    app = build_app({"MAPSMITH_WORKSPACE": str(workspace), **env("on", MAPSMITH_WORKERS="1")})
     assert isinstance(app, SandboxedMapSmith)
     try:
         outcome: dict[str, Any] = {}
@@ -211,7 +212,8 @@ def test_an_mcp_cancellation_stops_the_worker(workspace: Path) -> None:
     require_sandbox(workspace)
 
     async def conversation() -> tuple[list[int], bool]:
-        async with mcp_session(workspace, **env("on")) as (session, _):
+        # One worker: the pre-started one runs the call, so the pids seen are the busy worker's alone.
+        async with mcp_session(workspace, **env("on", MAPSMITH_WORKERS="1")) as (session, _):
             await _wait_for_worker(workspace)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(session.call_tool, "run_sql", SLOW_SQL)

@@ -4,6 +4,7 @@ progress, structured errors, a malformed frame, a crash and a timeout each becom
 from __future__ import annotations
 
 import io
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -100,3 +101,31 @@ def test_a_call_past_its_time_is_call_timeout_and_the_worker_is_gone(tmp_path: P
     assert info.value.code == "CALL_TIMEOUT" and info.value.evidence == {"method": "sleep", "timeout_s": 0.5}
     assert 0.5 + TIMEOUT_GRACE_S <= time.monotonic() - t0 < 0.5 + TIMEOUT_GRACE_S + 10
     assert not worker.alive() and worker.proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)")
+def test_a_worker_outlives_the_short_lived_thread_that_asked_for_it() -> None:
+    """--die-with-parent fires when the forking *thread* ends: before the pool started every worker from one
+    long-lived thread, a worker asked for from a thread that then ended (the pre-start thread, a pruned anyio
+    worker thread) was SIGKILLed mid-life, and a call on it came back ENGINE_CRASHED."""
+    import subprocess
+    import threading
+    import time
+
+    from mapsmith.sandbox.launcher import WorkerPool
+
+    started: list[subprocess.Popen[bytes]] = []
+    pool = WorkerPool(
+        lambda: subprocess.Popen(["bwrap", "--ro-bind", "/", "/", "--die-with-parent", "--", "sleep", "30"]),  # type: ignore[arg-type,return-value]
+        1,
+        5.0,
+    )
+    caller = threading.Thread(target=lambda: started.append(pool._start_worker()))  # type: ignore[arg-type]
+    caller.start()
+    caller.join()
+    time.sleep(1.0)
+    try:
+        assert started[0].poll() is None  # still running after the asking thread ended (it was -9 before)
+    finally:
+        started[0].kill()
+        started[0].wait()

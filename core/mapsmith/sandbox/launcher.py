@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -309,7 +310,12 @@ class WorkerPool:
     """Up to ``size`` workers, each running one call at a time; dead ones are replaced on demand."""
 
     def __init__(self, start_worker: Callable[[], Worker], size: int, timeout_s: float) -> None:
-        self._start_worker = start_worker
+        # bwrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the *thread* that forked it ends:
+        # a worker started from the pre-start thread or from one of anyio's worker threads (pruned when
+        # idle) was SIGKILLed mid-life. Every worker is therefore started from this one thread, which
+        # lives as long as the process.
+        spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mapsmith-spawner")
+        self._start_worker = lambda: spawner.submit(start_worker).result()
         self.size = size
         self.timeout_s = timeout_s
         self._cond = threading.Condition()
