@@ -23,9 +23,9 @@ from mapsmith.registry import Availability, StackSpec, Unavailable
 
 def _measure_then_name(engine: str):
     def impl(ctx) -> None:
-        from mapsmith_opensource import vector_ops
+        from mapsmith_opensource import measures
 
-        vector_ops.measure_area(ctx)
+        measures.measure_area(ctx)
         ctx.set_engine(engine, "9.9")
 
     return impl

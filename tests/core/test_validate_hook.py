@@ -24,9 +24,9 @@ def _refuse_big(ctx) -> None:
 
 def _engine(ctx) -> None:
     CALLS.append("engine")
-    from mapsmith_opensource import vector_ops
+    from mapsmith_opensource import buffer_ops
 
-    vector_ops.buffer_layer(ctx)
+    buffer_ops.buffer_layer(ctx)
 
 
 class Strict:

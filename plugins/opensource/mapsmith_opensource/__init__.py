@@ -90,6 +90,10 @@ def mapsmith_register_stacks(register: RegisterStack) -> None:
 # imported inside the operation functions, never at module level (a test checks start-up imports).
 OPERATION_MODULES = (
     "vector_ops",
+    "describe_ops",
+    "reproject_ops",
+    "buffer_ops",
+    "measures",
     "overlay_ops",
     "join_ops",
     "geometry_ops",

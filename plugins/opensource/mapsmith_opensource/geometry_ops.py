@@ -8,9 +8,9 @@ input_path's CRS, so their results hold exactly against the geometry as stored. 
 a feature whose result is empty, degenerate or unplaceable is written, counted and reported. Engines
 are imported inside functions only.
 
-measure_length and the geodesic helpers live in ``measures``, the point-pattern operations
-(cluster_points_by_distance, nearest_neighbour_index) in ``point_pattern_ops``; this module's
-REGISTRATIONS still names them, so the stack's list of operation modules did not change.
+measure_length, measure_area and the geodesic helpers live in ``measures``; the point-pattern
+operations (cluster_points_by_distance, nearest_neighbour_index) in ``point_pattern_ops``, which this
+module's REGISTRATIONS still names.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from mapsmith_opensource.measures import absent as _absent
 from mapsmith_opensource.measures import ellipsoid_name as _ellipsoid
 from mapsmith_opensource.measures import geodesic_measures as _geodesic_measures
 from mapsmith_opensource.measures import indices as _indices
-from mapsmith_opensource.measures import measure_length as measure_length
 from mapsmith_opensource.measures import native_crs_decision as _native_crs_decision
 from mapsmith_opensource.measures import total as _total
 from mapsmith_opensource.point_pattern_ops import cluster_points_by_distance as cluster_points_by_distance
@@ -49,7 +48,6 @@ REGISTRATIONS = (
     Registration("centroid_layer", "centroid_layer"),
     Registration("point_on_surface", "point_on_surface"),
     Registration("convex_hull", "convex_hull"),
-    Registration("measure_length", "measure_length"),
     Registration("repair_geometries", "repair_geometries"),
     Registration("cluster_points_by_distance", "cluster_points_by_distance"),
     Registration("nearest_neighbour_index", "nearest_neighbour_index"),

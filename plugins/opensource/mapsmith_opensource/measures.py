@@ -1,4 +1,4 @@
-"""Measures on the ellipsoid that several modules share, and measure_length.
+"""Measures on the ellipsoid that several modules share, measure_length and measure_area.
 
 Lengths, perimeters and areas are geodesic, on the ellipsoid of the layer's own datum (pyproj's
 ``Geod``), so no projection's scale enters a number and degrees are never read as metres. This
@@ -12,17 +12,19 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from mapsmith.crs import crs_label
-from mapsmith.errors import InputError
+from mapsmith.crs import crs_label, is_equal_area, linear_unit_metres
+from mapsmith.errors import CRSError, InputError
 from mapsmith.paging import page
 from mapsmith_opensource.common import (
     MAX_SCALE_DISTORTION,
     MetricFrame,
+    geodesic_areas,
     read_input,
     set_engine,
     transform_frame,
     write_output,
 )
+from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -31,6 +33,11 @@ if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
 MAX_ANSWER_ROWS = 200
+
+REGISTRATIONS = (
+    Registration("measure_length", "measure_length"),
+    Registration("measure_area", "measure_area"),
+)
 
 
 # -- geodesic measures and the helpers the geometry modules share ----------------------------
@@ -200,4 +207,93 @@ def measure_length(ctx: RunContext) -> None:
     )
     if len(present) < len(lengths):
         ctx.notes.append(f"{len(lengths) - len(present)} features have no geometry: their {field} is null")
+    write_output(ctx, out)
+
+
+# -- measure_area -----------------------------------------------------------------------------
+
+
+def _require_true_planar_area(gdf: gpd.GeoDataFrame, unit: float) -> None:
+    """Measure, rather than trust the projection's name: a projection that is equal-area only on a
+    sphere (PROJ's Mollweide on WGS 84) overstates ellipsoidal areas by about 0.5 %."""
+    import geopandas as gpd
+    from shapely.geometry import box
+
+    if len(gdf) == 0:
+        return
+    x0, y0, x1, y1 = gdf.total_bounds
+    cx, cy, half = (x0 + x1) / 2, (y0 + y1) / 2, 500.0 / unit
+    probe = gpd.GeoDataFrame(geometry=[box(cx - half, cy - half, cx + half, cy + half)], crs=gdf.crs)
+    planar = float(probe.geometry.area.iloc[0]) * unit * unit
+    geodesic = geodesic_areas(probe)[0]
+    if abs(planar / geodesic - 1) > 1e-4:
+        raise CRSError(
+            f"planar areas in {crs_label(gdf.crs)} are not ground areas here: a 1 km square at the data's "
+            f"centre measures {planar:,.1f} m2 planar and {geodesic:,.1f} m2 on the ellipsoid",
+            code="CRS_NOT_EQUAL_AREA",
+            evidence={"crs": crs_label(gdf.crs), "planar_m2": planar, "geodesic_m2": geodesic},
+            hint="use method='geodesic' (the default), or an ellipsoidal equal-area CRS such as EPSG:6933",
+        )
+
+
+def measure_area(ctx: RunContext) -> None:
+    set_engine(ctx)
+    method = ctx.arguments["method"]
+    gdf = read_input(ctx)
+    field = ctx.arguments.get("output_field") or "area_m2"
+    replaced = claim_output_field(ctx, gdf, field, overwrite=bool(ctx.arguments.get("overwrite_field")))
+    crs = gdf.crs
+    if method == "geodesic":
+        areas = geodesic_areas(gdf)
+        ellipsoid = crs.ellipsoid.name if crs.ellipsoid else "unknown"
+        ctx.crs_decisions.update(
+            {
+                "analysis_crs": crs_label(crs.geodetic_crs if not crs.is_geographic else crs),
+                "reason": f"geodesic area on the {ellipsoid} ellipsoid of the layer's own datum (the default); "
+                "no planar projection's distortion enters the number",
+                "source_crs": crs_label(crs),
+                "target_crs": None,
+            }
+        )
+    else:
+        if crs.is_geographic or not is_equal_area(crs):
+            raise CRSError(
+                f"a planar area in {crs_label(crs)} is not a ground area: "
+                + ("it is geographic (degrees)" if crs.is_geographic else "it is not an equal-area projection"),
+                code="CRS_NOT_EQUAL_AREA",
+                evidence={"crs": crs_label(crs), "method": method},
+                hint="use method='geodesic' (the default), or reproject_layer to an equal-area CRS first",
+            )
+        unit = linear_unit_metres(crs)
+        _require_true_planar_area(gdf, unit)
+        areas = list(gdf.geometry.area * unit * unit)
+        ctx.crs_decisions.update(
+            {
+                "analysis_crs": crs_label(crs),
+                "reason": f"planar area requested; {crs_label(crs)} is an equal-area projection; its unit is "
+                f"{unit} m, so areas are multiplied by {unit * unit}",
+                "source_crs": crs_label(crs),
+                "target_crs": None,
+            }
+        )
+    out = gdf.copy()
+    out[field] = areas
+    total = float(sum(areas))
+    attrs = [c for c in out.columns if c != out.geometry.name]
+    chosen, window = page(range(len(out)), ctx.arguments)
+    rows = out[attrs].iloc[chosen[0] : chosen[-1] + 1].to_dict(orient="records") if chosen else []
+    ctx.answer = {
+        "total_area_m2": total,
+        "feature_count": len(out),
+        "method": method,
+        "output_field": field,
+        "field_replaced": replaced,
+        "rows": rows,
+        "page": window,
+    }
+    ctx.check(
+        "x-mapsmith:areas_non_negative",
+        all(a >= 0 for a in areas),
+        f"{len(areas)} areas, minimum {min(areas) if areas else 0:.3f} m2",
+    )
     write_output(ctx, out)
