@@ -51,6 +51,7 @@ def tests(session: nox.Session) -> None:
     ignored = [
         "--ignore-glob=tests/stacks/test_qgis_*.py",
         "--ignore=tests/stacks/test_spark_sedona.py",
+        "--ignore=tests/vector/test_dissolve_weighted_spark.py",
         "--ignore-glob=tests/mapview/test_browser*.py",
         # ... and the npm MCP clients and the install tests in the clients session.
         "--ignore=tests/clients",
@@ -98,6 +99,7 @@ def spark(session: nox.Session) -> None:
         "-q",
         "-rs",
         "tests/stacks/test_spark_sedona.py",
+        "tests/vector/test_dissolve_weighted_spark.py",
         *session.posargs,
         env={"MAPSMITH_SPARK_REQUIRED": "1"},
     )

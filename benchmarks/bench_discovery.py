@@ -44,7 +44,7 @@ QUERIES = REPO / "tests" / "data" / "discovery_queries.json"
 COMMAND = "python benchmarks/bench_discovery.py --passes {passes}"
 SYNTHETIC_ENTRIES = 1000
 TARGETS_MS = {"real": 20.0, "synthetic": 100.0}
-ENGINES = ("auto", "lexical", "vector")
+ENGINES = ("auto", "lexical", "vector", "fusion")
 
 
 class CatalogOnly:

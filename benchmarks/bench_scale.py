@@ -235,9 +235,10 @@ def child_mapsmith(spec: dict[str, Any]) -> dict[str, Any]:
     env = {"MAPSMITH_WORKSPACE": spec["workspace"], "MAPSMITH_SEDONADB_MIN_FEATURES": "0"}
     t_setup = time.perf_counter()
     from mapsmith.app import MapSmith
-    from mapsmith_opensource import OPERATION_MODULES, join_ops
+    from mapsmith_opensource import OPERATION_MODULES
+    from mapsmith_opensource.join_ops import spatial_join_duckdb
 
-    join_ops.DUCKDB_MIN_ROWS = 0
+    spatial_join_duckdb.DUCKDB_MIN_ROWS = 0
     if engine == "spark":
         env.update({"MAPSMITH_STACK": "sedona", "MAPSMITH_SPARK_MASTER": f"local[{len(os.sched_getaffinity(0))}]"})
         env["MAPSMITH_SPARK_DRIVER_MEMORY"] = spec["spark_memory"]

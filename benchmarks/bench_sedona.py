@@ -84,9 +84,9 @@ def _mapsmith_run(app: Any, engine: str, n: int) -> tuple[float, dict[str, Any]]
 
 
 def bench_mapsmith(workspace: Path, runs: int) -> dict[str, Any]:
-    from mapsmith_opensource import join_ops
+    from mapsmith_opensource.join_ops import spatial_join_duckdb
 
-    join_ops.DUCKDB_MIN_ROWS = 0  # forced, as SedonaDB is: matters only for small smoke runs
+    spatial_join_duckdb.DUCKDB_MIN_ROWS = 0  # forced, as SedonaDB is: matters only for small smoke runs
     apps = {engine: _forced_app(workspace, engine) for engine in ENGINES}
     out: dict[str, Any] = {}
     for engine in ENGINES:
@@ -107,11 +107,12 @@ def bench_pair_search(workspace: Path, runs: int) -> dict[str, Any]:
     import numpy as np
     import shapely
 
-    from mapsmith_opensource import join_ops, sedonadb_ops
+    from mapsmith_opensource import sedonadb_ops
+    from mapsmith_opensource.join_ops import spatial_join_duckdb
 
     points = gpd.read_parquet(workspace / "points.parquet").geometry.values
     zones = gpd.read_parquet(workspace / "zones.parquet").geometry.values
-    con = join_ops.duckdb_database().cursor()
+    con = spatial_join_duckdb.duckdb_database().cursor()
     sql = (
         "SELECT p.file_row_number AS i, z.file_row_number AS j "
         f"FROM read_parquet('{workspace / 'points.parquet'}', file_row_number = true) AS p "

@@ -182,7 +182,7 @@ def _run_mapsmith(spec: dict[str, Any], operation: str, profile: bool) -> dict[s
         # spatial before its clock starts, and a running MapSmith server loads it once, on its first
         # DuckDB join. So MapSmith's DuckDB database is opened here, before the clock, too.
         started = time.perf_counter()
-        from mapsmith_opensource.join_ops import duckdb_database
+        from mapsmith_opensource.join_ops.spatial_join_duckdb import duckdb_database
 
         duckdb_database()
         setup += time.perf_counter() - started

@@ -12,8 +12,16 @@ facet row and ranker the page shows:
 * found@3: the share of answerable requests with an accepted operation among the ranker's first three;
 * delivered: the share with an accepted operation among the candidates the answer delivers (the whole
   remaining set when the answer is ``choose``);
-* refused: the share of the requests the catalog cannot answer that get ``empty`` or ``unsure``
-  instead of a confident list.
+* refused: the share of the requests the catalog cannot answer that get ``none``, ``empty`` or
+  ``unsure`` instead of a confident list; ``none`` alone is counted too, and the answerable requests
+  wrongly answered ``none``.
+
+Rankers are measured one by one (``lexical``, ``vector`` and their reciprocal rank fusion ``fusion``);
+the page says which one measures best (found@1 summed over the rows), which is what ``auto`` must be
+(``mapsmith.catalog.search.AUTO_ENGINE``; a test holds the two together). A second table measures the same
+requests with QGIS's 341 algorithms in the catalogue, from ``tests/data/qgis_algorithms.json`` (QGIS's own
+listing, definitions and help, committed by ``benchmarks/build_qgis_extract.py``), so the page renders the
+same where QGIS is not installed; there only MapSmith's own operations count as found.
 
 It reads only the repository (the query file, the built-in contracts, the rankers' files or installed
 packages): no network, no model download. The page has no timing and no date, so the same repository
@@ -49,9 +57,10 @@ ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("+ dataset count", ("input_kind", "produces", "dataset_count")),
     ("+ geometry type", ("input_kind", "produces", "dataset_count", "geometry_types")),
 )
-RANKERS = ("lexical", "vector")
+RANKERS = ("lexical", "vector", "fusion")
 # Answers that say "I cannot tell" rather than offer a confident list.
-REFUSING_STATUSES = frozenset({"empty", "unsure"})
+REFUSING_STATUSES = frozenset({"none", "empty", "unsure"})
+QGIS_EXTRACT = REPO / "tests" / "data" / "qgis_algorithms.json"
 TOP = 3
 
 Discover = Callable[..., Mapping[str, Any]]
@@ -62,9 +71,15 @@ class Cell:
     """The measurements of one facet row for one ranker."""
 
     found: int = 0
+    found1: int = 0
     delivered: int = 0
-    refused: int = 0  # unanswerable requests answered empty or unsure
-    refused_answerable: int = 0  # answerable requests answered empty or unsure (false alarms)
+    refused: int = 0  # unanswerable requests answered none, empty or unsure
+    none: int = 0  # unanswerable requests answered none
+    refused_answerable: int = 0  # answerable requests answered none, empty or unsure (false alarms)
+    none_answerable: int = 0  # answerable requests answered none (the worst false alarm)
+    unsure_answerable: int = 0  # answerable requests answered unsure
+    unsure_listed: int = 0  # ... of which an accepted operation is among the delivered candidates
+    relaxed: int = 0  # requests answered relaxed (all)
     misses: list[tuple[str, list[str], list[str]]] = field(default_factory=list)  # id, accepted, top 3
 
 
@@ -78,6 +93,7 @@ class Report:
     kept: dict[str, int]  # row -> answerable requests whose remaining set holds an accepted operation
     cells: dict[tuple[str, str], Cell]  # (row, engine) -> measurements
     statuses: dict[tuple[str, str], dict[str, int]]  # (row, engine) -> status counts over all requests
+    scopes: dict[str, dict[str, int]] = field(default_factory=dict)  # scope -> statuses, nothing declared, auto
 
 
 def load_queries(path: Path = QUERIES) -> dict[str, Any]:
@@ -93,20 +109,38 @@ def declared_facets(facets: Mapping[str, Any], names: Sequence[str]) -> dict[str
 
 
 class CatalogOnly:
-    """What ``discover`` reads of a service, over the built-in contracts only: the page must not depend
-    on which third-party plugins happen to be installed, nor on a workspace or a discovery log."""
+    """What ``discover`` reads of a service, over the built-in contracts only (plus, when asked, QGIS's
+    algorithms from the committed extract): the page must not depend on which third-party plugins happen
+    to be installed, nor on a workspace or a discovery log."""
 
-    def __init__(self) -> None:
+    def __init__(self, with_qgis: bool = False) -> None:
         from mapsmith.contracts import load_builtin_contracts
         from mapsmith.workspace import Workspace
 
-        self.host = SimpleNamespace(contracts=load_builtin_contracts())
+        contracts = load_builtin_contracts()
+        if with_qgis:
+            contracts.update(qgis_contracts())
+        self.host = SimpleNamespace(contracts=contracts)
         self.environ: dict[str, str] = {}
         self.workspace = Workspace.from_env({})
 
 
-def make_app() -> CatalogOnly:
-    return CatalogOnly()
+def make_app(with_qgis: bool = False) -> CatalogOnly:
+    return CatalogOnly(with_qgis)
+
+
+def qgis_contracts(path: Path = QGIS_EXTRACT) -> dict[str, Any]:
+    """QGIS's algorithms as the qgis stack registers them, derived from the committed extract."""
+    from mapsmith.contracts import parse_contract
+    from mapsmith_qgis.algorithms import derive_catalogue
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    derived = derive_catalogue(data)
+    out = {}
+    for alg_id, imported in derived.items():
+        contract = parse_contract(imported["contract"], f"{path.name}:{alg_id}")
+        out[contract.name] = contract
+    return out
 
 
 def ranker_availability(app: Any, discover: Discover) -> dict[str, str]:
@@ -124,12 +158,16 @@ def ranker_availability(app: Any, discover: Discover) -> dict[str, str]:
         # it goes to stderr; the page says only that the ranker was not measured.
         print(f"vector ranker unavailable: {reason}", file=sys.stderr)
         out["vector"] = "unavailable: `discover(app, query, engine='vector')` raises ENGINE_UNAVAILABLE"
+        out["fusion"] = "unavailable: it fuses the vector ranker's order"
         return out
     from mapsmith.catalog import vector
 
     model = getattr(vector, "MODEL_NAME", None)
     source = f": {model}" if model else ""
     out["vector"] = f"static embeddings (`mapsmith.catalog.vector`){source}"
+    from mapsmith.catalog.search import RRF_K
+
+    out["fusion"] = f"reciprocal rank fusion of the two (k = {RRF_K}, `mapsmith.catalog.search.fuse`)"
     return out
 
 
@@ -150,7 +188,9 @@ def _name(candidate: Any) -> str:
     return str(candidate["operation"] if isinstance(candidate, Mapping) else candidate)
 
 
-def measure(data: Mapping[str, Any], app: Any = None, discover: Discover | None = None) -> Report:
+def measure(
+    data: Mapping[str, Any], app: Any = None, discover: Discover | None = None, engines_only: Sequence[str] = ()
+) -> Report:
     from mapsmith.catalog.facets import entry_facets, filter_entries
 
     if app is None:
@@ -163,6 +203,8 @@ def measure(data: Mapping[str, Any], app: Any = None, discover: Discover | None 
     entries = [entry_facets(contracts[name]) for name in sorted(contracts)]
     rankers = ranker_availability(app, discover)
     engines = [e for e in RANKERS if not rankers[e].startswith("unavailable")]
+    if engines_only:
+        engines = [e for e in engines if e in engines_only]
     requests, unanswerable = data["requests"], data["unanswerable"]
 
     report = Report(
@@ -192,15 +234,33 @@ def measure(data: Mapping[str, Any], app: Any = None, discover: Discover | None 
                     cell.found += 1
                 else:
                     cell.misses.append((request["id"], sorted(accepted), top))
+                cell.found1 += bool(top) and top[0] in accepted
                 cell.delivered += bool(accepted & delivered)
-                cell.refused_answerable += answer.get("status") in REFUSING_STATUSES
+                status = answer.get("status")
+                cell.refused_answerable += status in REFUSING_STATUSES
+                cell.none_answerable += status == "none"
+                cell.relaxed += status == "relaxed"
+                if status == "unsure":
+                    cell.unsure_answerable += 1
+                    cell.unsure_listed += bool(accepted & delivered)
         for request in unanswerable:
             declared = declared_facets(request["facets"], names)
             for engine in engines:
                 answer = discover(app, request["request"], engine=engine, **declared)
+                if row == ROWS[0][0] and engine == _auto(engines):
+                    _count(report.scopes.setdefault(request.get("scope", "unscoped"), {}), answer)
                 _count(report.statuses[(row, engine)], answer)
-                report.cells[(row, engine)].refused += answer.get("status") in REFUSING_STATUSES
+                cell = report.cells[(row, engine)]
+                cell.refused += answer.get("status") in REFUSING_STATUSES
+                cell.none += answer.get("status") == "none"
+                cell.relaxed += answer.get("status") == "relaxed"
     return report
+
+
+def _auto(engines: Sequence[str]) -> str:
+    from mapsmith.catalog.search import AUTO_ENGINE
+
+    return AUTO_ENGINE if AUTO_ENGINE in engines else "lexical"
 
 
 def _count(counts: dict[str, int], answer: Mapping[str, Any]) -> None:
@@ -212,39 +272,28 @@ def _pct(n: int, total: int) -> str:
     return f"{100 * n / total:.0f}%" if total else "–"
 
 
-def render(report: Report) -> str:
-    engines = [e for e in RANKERS if (ROWS[0][0], e) in report.cells]
-    lines = [
-        f"<!-- Generated by `{COMMAND}` from tests/data/discovery_queries.json and the built-in catalog; "
-        "do not edit by hand. -->",
-        "",
-        "# Finding an operation: measured",
-        "",
-        f"`list_operations` narrows the catalog ({report.catalog_size} operations) by the facets a caller "
-        "declares and orders what is left with a ranker. This page measures both over "
-        f"{report.answerable} requests written from GIS work scenarios, each with every operation a "
-        f"professional would accept, and {report.unanswerable} requests the catalog cannot answer "
-        "(`tests/data/discovery_queries.json`). Each row declares one more facet than the row above it.",
-        "",
-        "Rankers:",
-        "",
-    ]
-    lines += [f"- `{e}`: {report.rankers[e]}" for e in RANKERS]
-    lines += [
-        "",
-        "Columns: *remaining* is how many operations the declared facets leave (mean / median over the "
-        "answerable requests); *kept* the share of answerable requests whose remaining set still holds an "
-        "accepted operation (the ceiling of the next columns); *found@3* the share with an accepted operation "
-        "among the ranker's first three; *delivered* the share with an accepted operation among the candidates "
-        "the answer delivers; *refused (unanswerable)* the share of the requests the catalog cannot answer that "
-        "are answered `empty` or `unsure` instead of a confident list, and *refused (answerable)* the same share "
-        "over the answerable requests (false alarms: the caller is asked to narrow although the answer was there).",
-        "",
-    ]
+def engines_of(report: Report) -> list[str]:
+    return [e for e in RANKERS if (ROWS[0][0], e) in report.cells]
+
+
+def best_engine(report: Report) -> str:
+    """The engine with the most found@1 summed over the facet rows (then found@3, then the RANKERS order)."""
+    engines = engines_of(report)
+
+    def key(e: str) -> tuple[int, int, int]:
+        cells = [report.cells[(row, e)] for row, _ in ROWS]
+        return (sum(c.found1 for c in cells), sum(c.found for c in cells), -RANKERS.index(e))
+
+    return max(engines, key=key)
+
+
+def _table(report: Report, engines: Sequence[str]) -> list[str]:
     header = ["facets declared", "remaining mean", "remaining median", "kept"]
-    header += [f"found@3 {e}" for e in engines] + [f"delivered {e}" for e in engines]
-    header += ["refused (unanswerable)", "refused (answerable)"]
-    lines += ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    header += [f"found@1 {e}" for e in engines] + [f"found@3 {e}" for e in engines]
+    header += [f"delivered {e}" for e in engines]
+    header += ["refused (unanswerable)", "none (unanswerable)", "refused (answerable)", "none (answerable)"]
+    header += ["unsure (answerable)", "unsure with the answer listed"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for row, _ in ROWS:
         sizes = report.remaining[row]
         cells = [
@@ -254,20 +303,87 @@ def render(report: Report) -> str:
             _pct(report.kept[row], report.answerable),
         ]
         by_engine = [report.cells[(row, e)] for e in engines]
+        cells += [_pct(c.found1, report.answerable) for c in by_engine]
         cells += [_pct(c.found, report.answerable) for c in by_engine]
         cells += [_pct(c.delivered, report.answerable) for c in by_engine]
-        # The status does not depend on the engine asked for ("unsure" compares both rankers
-        # whatever the engine), so one ranker's counts stand for all; a difference is shown.
-        refused = sorted({c.refused for c in by_engine})
-        false_alarms = sorted({c.refused_answerable for c in by_engine})
+
+        # The status does not depend on the engine asked for (none and unsure use both rankers whatever
+        # the engine), so one ranker's counts stand for all; a difference is shown.
+        def both(values: list[int], total: int) -> str:
+            return " / ".join(_pct(n, total) for n in sorted(set(values)))
+
+        unsure = sorted({(c.unsure_answerable, c.unsure_listed) for c in by_engine})
         cells += [
-            " / ".join(_pct(n, report.unanswerable) for n in refused),
-            " / ".join(_pct(n, report.answerable) for n in false_alarms),
+            both([c.refused for c in by_engine], report.unanswerable),
+            both([c.none for c in by_engine], report.unanswerable),
+            both([c.refused_answerable for c in by_engine], report.answerable),
+            both([c.none_answerable for c in by_engine], report.answerable),
+            both([c.unsure_answerable for c in by_engine], report.answerable),
+            " / ".join(f"{listed} of {n}" for n, listed in unsure),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def render(report: Report, with_qgis: Report | None = None) -> str:
+    from mapsmith.catalog.search import AUTO_ENGINE
+
+    engines = engines_of(report)
+    lines = [
+        f"<!-- Generated by `{COMMAND}` from tests/data/discovery_queries.json, tests/data/qgis_algorithms.json "
+        "and the built-in catalog; do not edit by hand. -->",
+        "",
+        "# Finding an operation: measured",
+        "",
+        f"`list_operations` narrows the catalog ({report.catalog_size} operations) by the facets a caller "
+        "declares and orders what is left with a ranker. This page measures both over "
+        f"{report.answerable} requests written from GIS work scenarios, each with every operation a "
+        f"professional would accept, and {report.unanswerable} requests the catalog cannot answer "
+        "(GIS tasks it does not offer, other software tasks, nonsense: `tests/data/discovery_queries.json`). "
+        "Each row declares one more facet than the row above it.",
+        "",
+        "Rankers:",
+        "",
+    ]
+    lines += [f"- `{e}`: {report.rankers[e]}" for e in RANKERS]
+    lines += [
+        "",
+        "Columns: *remaining* is how many operations the declared facets leave (mean / median over the "
+        "answerable requests); *kept* the share of answerable requests whose remaining set still holds an "
+        "accepted operation (the ceiling of the next columns); *found@1* and *found@3* the share with an accepted "
+        "operation first, or among the ranker's first three; *delivered* the share with an accepted operation among "
+        "the candidates the answer delivers; *refused (unanswerable)* the share of the requests the catalog cannot "
+        "answer that are answered `none`, `empty` or `unsure` instead of a confident list, *none (unanswerable)* "
+        "those answered `none`; *refused (answerable)* and *none (answerable)* the same shares over the answerable "
+        "requests (false alarms); *unsure (answerable)* the share of answerable requests answered `unsure`, and how "
+        "many of those list an accepted operation among their candidates.",
+        "",
+    ]
+    lines += _table(report, engines)
     unavailable = [e for e in RANKERS if e not in engines]
     if unavailable:
         lines += ["", f"Not measured (unavailable here): {', '.join(f'`{e}`' for e in unavailable)}."]
+    best = best_engine(report)
+    lines += [
+        "",
+        "## Which ranker is auto",
+        "",
+        "Found@1 summed over the five rows: "
+        + ", ".join(f"`{e}` {sum(report.cells[(row, e)].found1 for row, _ in ROWS)}" for e in engines)
+        + f". Measured best: `{best}`; `auto` uses `{AUTO_ENGINE if 'vector' in engines else 'lexical'}`.",
+    ]
+    lines += [
+        "",
+        "## Requests the catalogue cannot answer",
+        "",
+        "Their statuses with nothing declared, by kind of request (`scope` in the query file), with `auto`.",
+        "",
+        "| scope | requests | statuses |",
+        "|---|---:|---|",
+    ]
+    for scope, counts in sorted(report.scopes.items()):
+        text = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()))
+        lines.append(f"| {scope} | {sum(counts.values())} | {text} |")
     lines += ["", "## Answer statuses", "", "Over all requests, answerable and not, per row.", ""]
     lines += ["| facets declared | statuses |", "|---|---|"]
     for row, _ in ROWS:
@@ -276,6 +392,20 @@ def render(report: Report) -> str:
             lines.append(f"| {row} | {next(iter(texts.values()))} |")
         else:
             lines += [f"| {row} ({e}) | {t} |" for e, t in texts.items()]
+    if with_qgis is not None:
+        q_engines = engines_of(with_qgis)
+        lines += [
+            "",
+            "## With QGIS's algorithms in the catalogue",
+            "",
+            f"The same requests over {with_qgis.catalog_size} entries: the built-in operations and QGIS's "
+            f"{with_qgis.catalog_size - report.catalog_size} algorithms as the qgis stack registers them, derived "
+            "from `tests/data/qgis_algorithms.json` (QGIS's own help: shortHelpString, parameter descriptions, "
+            "tags, group). Only MapSmith's own operations count as found; a QGIS algorithm doing the same job is "
+            f"ranked after MapSmith's (`mapsmith.catalog.pairs`). Measured with `{', '.join(q_engines)}`.",
+            "",
+        ]
+        lines += _table(with_qgis, q_engines)
     last = ROWS[-1][0]
     for e in engines:
         misses = report.cells[(last, e)].misses
@@ -296,7 +426,14 @@ def render(report: Report) -> str:
 
 
 def build_page(path: Path = QUERIES) -> str:
-    return render(measure(load_queries(path)))
+    data = load_queries(path)
+    report = measure(data)
+    with_qgis = None
+    if QGIS_EXTRACT.exists():
+        from mapsmith.catalog.search import AUTO_ENGINE
+
+        with_qgis = measure(data, make_app(with_qgis=True), engines_only=(AUTO_ENGINE, "lexical"))
+    return render(report, with_qgis)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -213,7 +213,7 @@ class MapSmith:
                 )
         # "any" used to mean "no filter" here (discover reads it as "any dataset")
         held = None if input_kind == "any" else input_kind
-        answer = discover(self, input_kind=held, produces=output_kind, limit=None)
+        answer = discover(self, input_kind=held, produces=output_kind, limit=None, relax=False)
         out = []
         for candidate in answer["candidates"]:
             name = candidate["operation"]
@@ -228,8 +228,13 @@ class MapSmith:
 
         return discover(self, query, **facets)
 
-    def get_provenance(self, path: str) -> dict[str, Any]:
-        """The manifest beside a dataset, whether it still matches the bytes, and its lineage."""
+    def get_provenance(self, path: str, layer: str | None = None) -> dict[str, Any]:
+        """The manifest beside a dataset, whether it still matches the bytes, and its lineage.
+
+        ``layer`` names a layer of a container: its manifest is ``<container>.<layer>.provenance.json``.
+        A container with layer manifests and none of its own, asked without ``layer``, is refused with
+        the layers that have one (LAYER_REQUIRED): which layer was meant is never guessed.
+        """
         from mapsmith.provenance.lineage import lineage_to_dict, walk_lineage
         from mapsmith.provenance.validator import validate_manifest
 
@@ -256,7 +261,18 @@ class MapSmith:
                 evidence={"path": path},
                 hint="pass the output_path a MapSmith operation wrote",
             )
-        mpath = manifest_path(resolved)
+        if layer is not None and (
+            not isinstance(layer, str) or not layer or "/" in layer or "\\" in layer or "\0" in layer
+        ):
+            raise ArgumentError(
+                f"layer {layer!r} is not a layer name",
+                code="INVALID_ARGUMENT",
+                evidence={"layer": layer},
+                hint="pass a layer name as describe_dataset lists it",
+            )
+        mpath = manifest_path(resolved if layer is None else resolved.with_name(f"{resolved.name}.{layer}"))
+        if not mpath.exists() and layer is None:
+            self._refuse_unnamed_layer(path, resolved)
         if not mpath.exists():
             failed = sorted(resolved.parent.glob(resolved.name + ".failed*" + MANIFEST_SUFFIX))
             raise InputError(
@@ -276,8 +292,25 @@ class MapSmith:
             "problems": validate_manifest(record),
             "output_matches": digest == recorded,
             "output_sha256_now": digest,
-            "lineage": self._relative_records(lineage_to_dict(walk_lineage(resolved, search))),
+            "lineage": self._relative_records(lineage_to_dict(walk_lineage(resolved, search, layer=layer))),
         }
+
+    def _refuse_unnamed_layer(self, path: str, resolved: Path) -> None:
+        """LAYER_REQUIRED when a container has manifests for its layers but none for itself."""
+        suffix = MANIFEST_SUFFIX
+        prefix = resolved.name + "."
+        layers = sorted(
+            p.name[len(prefix) : -len(suffix)]
+            for p in resolved.parent.glob(resolved.name + ".*" + suffix)
+            if ".failed" not in p.name[len(prefix) :]
+        )
+        if layers:
+            raise InputError(
+                f"{path} is a container whose layers have their own manifests: name one with 'layer'",
+                code="LAYER_REQUIRED",
+                evidence={"path": path, "layers_with_manifests": layers},
+                hint=f"pass layer, one of {layers}",
+            )
 
     # -- the map panel (mapsmith.mapview) -------------------------------------------------------
 
@@ -315,15 +348,16 @@ class MapSmith:
 
         return execute_plan(self, plan, progress).to_dict()
 
-    def get_lineage(self, path: str) -> dict[str, Any]:
+    def get_lineage(self, path: str, layer: str | None = None) -> dict[str, Any]:
+        """``layer`` names the layer when ``path`` is a container of several."""
         from mapsmith.provenance.replay import get_lineage
 
-        return get_lineage(self, path)
+        return get_lineage(self, path, layer=layer)
 
-    def replay(self, path: str) -> dict[str, Any]:
+    def replay(self, path: str, layer: str | None = None) -> dict[str, Any]:
         from mapsmith.provenance.replay import replay
 
-        return replay(self, path)
+        return replay(self, path, layer=layer)
 
     def _relative_records(self, node: dict[str, Any]) -> dict[str, Any]:
         """Record paths as the workspace shows them, not as absolute host paths."""

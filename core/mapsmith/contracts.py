@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -111,6 +112,8 @@ class OperationContract:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # A short human name (the MCP tool title); parse_contract derives one from the name when none is declared.
     title: str = ""
+    # False where inputs lying apart are a normal question (nearest_join): no EXTENTS_DO_NOT_OVERLAP warning.
+    needs_overlapping_inputs: bool = True
 
     @property
     def writes_dataset(self) -> bool:
@@ -220,12 +223,17 @@ class OperationContract:
 
     # -- MCP tool schema ---------------------------------------------------------------------
 
-    def input_schema(self) -> dict[str, Any]:
-        """The JSON Schema of this operation's arguments, as MCP ``tools/list`` publishes it."""
+    def input_schema(self, note_chars: int | None = None) -> dict[str, Any]:
+        """The JSON Schema of this operation's arguments, as MCP ``tools/list`` publishes it.
+
+        ``note_chars`` abridges each argument's prose to its leading whole sentences within that many
+        characters (``abridge``); what the contract states as data (unit, accepted geometry types,
+        bounds, choices, default) is always kept whole.
+        """
         props: dict[str, Any] = {}
         required: list[str] = []
         for d in self.datasets:
-            desc = d.description
+            desc = abridge(d.description, note_chars)
             kind = "Any" if d.kind == "any" else d.kind.capitalize()  # the argument's name says it is a path
             # Naming every family says nothing; only a restriction is worth an agent's tokens.
             if d.geometry_types and set(d.geometry_types) != set(GEOMETRY_FAMILIES):
@@ -242,7 +250,7 @@ class OperationContract:
             if d.required:
                 required.append(d.name)
         for p in self.parameters:
-            schema: dict[str, Any] = {"type": p.type, "description": p.description}
+            schema: dict[str, Any] = {"type": p.type, "description": abridge(p.description, note_chars)}
             if p.unit:
                 schema["description"] += f" Unit: {p.unit}."
             if p.has_default:
@@ -284,6 +292,24 @@ class OperationContract:
             "input_kinds": list(self.input_kinds),
             "output_kind": self.output_kind,
         }
+
+
+# A sentence ends at '.' or ';' and a space, but not at the abbreviations the contracts use mid-sentence.
+_SENTENCE_END = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<!etc\.)(?<!vs\.)(?<=[.;])\s+")
+
+
+def abridge(note: str, limit: int | None) -> str:
+    """The note's leading whole sentences (each ended by '.' or ';') within ``limit`` characters; the
+    first sentence always, however long. ``None`` keeps the note whole."""
+    if limit is None:
+        return note
+    sentences = _SENTENCE_END.split(note)
+    kept = sentences[0]
+    for sentence in sentences[1:]:
+        if len(kept) + 1 + len(sentence) > limit:
+            break
+        kept += " " + sentence
+    return kept
 
 
 def _missing(contract: OperationContract, name: str, what: str) -> ArgumentError:
@@ -498,6 +524,7 @@ def parse_contract(data: Mapping[str, Any], source: str) -> OperationContract:
         source=source,
         raw=dict(data),
         title=data.get("title") or _title_from_name(data["name"]),
+        needs_overlapping_inputs=bool(data.get("needs_overlapping_inputs", True)),
     )
     names = [d.name for d in datasets] + [p.name for p in params]
     added = {OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, *contract.writer_options(), *contract.dataset_layer_arguments()}

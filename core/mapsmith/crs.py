@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from pyproj import CRS, Transformer
-    from pyproj.crs import CoordinateOperation
 
     #: Anything ``parse_crs`` accepts: ``"EPSG:4326"``, ``4326``, WKT, a PROJ string, PROJJSON
     #: (text or dict), a ``pyproj.CRS``, or an object with ``to_wkt()`` (a rasterio CRS).
@@ -276,107 +275,44 @@ def choose_transformer(
     src: CRSLike,
     dst: CRSLike,
     area_of_interest: tuple[float, float, float, float] | None,
+    *,
+    allow_ballpark: bool | None = None,
 ) -> tuple[Transformer, dict[str, Any]]:
     """Choose the operation that moves coordinates from ``src`` to ``dst``, and describe it.
 
     ``area_of_interest`` is the data's ``(west, south, east, north)`` in degrees. It decides the
     choice: PROJ ranks the operations available on this machine (grids present) with ballpark
-    fallbacks last, then by how much of the area each covers, then by stated accuracy. The first
-    is taken, so the result is the most accurate operation among those that cover the area best;
-    an operation more accurate on paper but defined for another region (NAD27 to WGS 84 for
-    Cuba, 1 m, for data across the United States) is not chosen. With ``None`` PROJ ranks by the
-    size of each operation's own area of use, which picks the operation for the largest region
-    rather than for the data: pass the bounds whenever the datums differ.
+    fallbacks last, then by how much of the area each covers, then by stated accuracy, and the
+    first that shifts the datum is taken; an operation more accurate on paper but defined for
+    another region (NAD27 to WGS 84 for Cuba, 1 m, for data across the United States) is not
+    chosen. When PROJ offers only a ballpark directly, a path through an intermediate datum
+    (two legs, each PROJ's best for the area, accuracies added) is taken if one exists. With
+    ``None`` PROJ ranks by the size of each operation's own area of use, which picks the
+    operation for the largest region rather than for the data: pass the bounds whenever the
+    datums differ.
+
+    When only a ballpark is left between two different datums, ``allow_ballpark=False`` refuses
+    it with ``CRS_BALLPARK_REFUSED`` (evidence ``expected_error_m``: how far the ballpark puts
+    points at the data from a real datum shift); ``True`` accepts it as the caller's choice and
+    ``None`` (the default, for steps that align a second input or round-trip through a metric
+    CRS) applies it for the caller to warn about. Both record the expected error under
+    ``x-mapsmith:chosen_by.ballpark``.
 
     Returns the ``pyproj.Transformer`` (``always_xy``: longitude/easting first) to apply, and the
     §3.7 ``transformation`` object: ``pipeline`` (PROJ string), ``accuracy_m`` (``None`` when
-    PROJ states none), ``is_ballpark``, ``better_available_m``, plus ``x-mapsmith:`` extensions.
-    The one operation is applied to every coordinate, so the record describes what was done;
-    ``Transformer.from_crs`` may switch operation per coordinate, which no single record could.
+    PROJ states none), ``is_ballpark``, ``better_available_m``, plus ``x-mapsmith:`` extensions;
+    ``x-mapsmith:chosen_by`` lists every operation considered with the reason it was or was not
+    used (``considered``), the ``intermediate_crs`` of a two-leg path, and for an accepted
+    ballpark its expected error (``ballpark``). The one operation is applied to every coordinate,
+    so the record describes what was done; ``Transformer.from_crs`` may switch operation per
+    coordinate, which no single record could.
 
     Raises ``CRSError`` with code ``CRS_NO_TRANSFORMATION`` when no operation is available.
     """
-    import pyproj
-    from pyproj.exceptions import ProjError
-    from pyproj.transformer import AreaOfInterest, TransformerGroup
+    # The choosing lives in its own module (candidates, intermediate datums, ballpark estimates).
+    from mapsmith.crs_transform import choose_transformer as choose
 
-    # Grids must come from disk only: a run whose answer depends on connectivity is not
-    # reproducible, and a missing grid is recorded instead.
-    pyproj.network.set_network_enabled(False)
-
-    src_crs, dst_crs = parse_crs(src), parse_crs(dst)
-    bounds = None if area_of_interest is None else _lonlat_bounds(area_of_interest)
-    evidence: dict[str, Any] = {
-        "source_crs": crs_label(src_crs),
-        "target_crs": crs_label(dst_crs),
-        "area_of_interest_lonlat": None if bounds is None else list(bounds),
-    }
-    try:
-        group = TransformerGroup(
-            src_crs,
-            dst_crs,
-            always_xy=True,
-            area_of_interest=None if bounds is None else AreaOfInterest(*bounds),
-        )
-    except ProjError as exc:
-        raise CRSError(
-            f"PROJ cannot relate {evidence['source_crs']} to {evidence['target_crs']}.",
-            code="CRS_NO_TRANSFORMATION",
-            evidence={**evidence, "engine_message": str(exc)},
-            hint="Check both CRSs describe the same body (Earth) and are not engineering CRSs.",
-        ) from exc
-
-    missing = group.unavailable_operations
-    if not group.transformers:
-        grids = sorted({grid for op in missing for grid in _missing_grids(op)})
-        raise CRSError(
-            f"No operation from {evidence['source_crs']} to {evidence['target_crs']} is available on this machine.",
-            code="CRS_NO_TRANSFORMATION",
-            evidence={
-                **evidence,
-                "unavailable_operations": [op.name for op in missing],
-                "missing_grids": grids,
-            },
-            hint=(
-                f"Install the missing PROJ grid files ({', '.join(grids)}) into PROJ's data "
-                "directory, e.g. with projsync."
-                if grids
-                else "PROJ knows no operation between these CRSs (another body, or an "
-                "engineering CRS with no link to the Earth): pass a CRS of the same kind."
-            ),
-        )
-
-    transformer = group.transformers[0]
-    accuracy_m = transformer.accuracy if transformer.accuracy >= 0 else None
-    ballpark = _is_ballpark(transformer)
-    better = _best_unavailable(missing)
-    record: dict[str, Any] = {
-        "pipeline": _pipeline_string(transformer),
-        "accuracy_m": accuracy_m,
-        "is_ballpark": ballpark,
-        # §3.7 gives this field one meaning: the published operation a ballpark stood in for.
-        "better_available_m": better.accuracy if (ballpark and better is not None) else None,
-        "x-mapsmith:description": transformer.description,
-        "x-mapsmith:chosen_by": {
-            "rule": (
-                "first of PROJ's available operations, ranked for the area of interest"
-                if bounds is not None
-                else "first of PROJ's available operations, ranked by size of area of use (no area of interest given)"
-            ),
-            "area_of_interest_lonlat": evidence["area_of_interest_lonlat"],
-            "available_operations": len(group.transformers),
-            "unavailable_operations": len(missing),
-        },
-    }
-    # A non-ballpark choice can still be worse than what a missing grid would give (a 10 m
-    # Helmert standing in for 5 m NADCON); better_available_m may not say so, this key does.
-    if better is not None and (accuracy_m is None or better.accuracy < accuracy_m):
-        record["x-mapsmith:better_unavailable"] = {
-            "operation": better.name,
-            "accuracy_m": better.accuracy,
-            "missing_grids": _missing_grids(better),
-        }
-    return transformer, record
+    return choose(src, dst, area_of_interest, allow_ballpark=allow_ballpark)
 
 
 def transformation_record(
@@ -515,49 +451,6 @@ def _centre_lonlat(west: float, south: float, east: float, north: float) -> tupl
         if centre_lon >= 180.0:
             centre_lon -= 360.0
     return centre_lon, (south + north) / 2.0
-
-
-def _pipeline_string(transformer: Transformer) -> str | None:
-    """The PROJ string of the operation, the form ``cct`` and ``projinfo`` accept back."""
-    from pyproj.exceptions import ProjError
-
-    try:
-        return transformer.to_proj4()
-    except ProjError:
-        # An operation PROJ can run but not export as a PROJ string; its definition is the
-        # nearest thing, and §3.7 allows null when there is none.
-        return transformer.definition or None
-
-
-def _is_ballpark(transformer: Transformer) -> bool:
-    """Whether PROJ flagged any step of the operation as a ballpark (datums treated as equal).
-
-    Read from PROJ's own flag, not from operation names. A concatenated operation carries the
-    flag on its steps (rebuilding the whole from JSON loses it); a single one has no steps, and
-    its JSON keeps the flag.
-    """
-    from pyproj.crs import CoordinateOperation
-
-    steps = transformer.operations
-    if steps:
-        return any(step.has_ballpark_transformation for step in steps)
-    return bool(CoordinateOperation.from_json(transformer.to_json()).has_ballpark_transformation)
-
-
-def _best_unavailable(operations: list[CoordinateOperation]) -> CoordinateOperation | None:
-    """The first operation, in PROJ's ranking for the area, that states an accuracy: the one a
-    missing grid kept from being used. Ranked, not merely the smallest number, so that a grid for
-    Texas is not reported as what the whole conterminous US is missing.
-    """
-    for operation in operations:
-        if operation.accuracy >= 0 and not operation.has_ballpark_transformation:
-            return operation
-    return None
-
-
-def _missing_grids(operation: CoordinateOperation) -> list[str]:
-    """Short names of the grid files an operation needs and this machine has not got."""
-    return [grid.short_name for grid in operation.grids if not grid.available]
 
 
 def _projected_part(crs: CRS) -> CRS | None:

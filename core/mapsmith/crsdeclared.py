@@ -175,6 +175,8 @@ def read_declared_crs(path: Path | str, *, argument: str = "input_path") -> list
         return []  # a spreadsheet holds no CRS
     if suffix in (".csv", ".tsv", ".dbf") and not text_head.startswith((b"<", b"{", b"[")):
         return reader.prj_sidecar()  # GDAL's CSV driver reads a .prj beside the file as well
+    if suffix == ".json" and text_head.startswith(b"["):
+        return []  # a JSON array of records is a table (read by tables.read_table, not GDAL): no CRS
     if text_head.startswith(b"{") and (suffix in _GEOJSON_SUFFIXES or suffix not in _EXPECTED_FORMAT):
         return reader.geojson()
     if suffix in _EXPECTED_FORMAT:

@@ -60,6 +60,8 @@ def require_kind(d: DatasetArgument, info: DatasetInfo, key: str) -> None:
             hint=(
                 "pass a raster (GeoTIFF ...) here; rasterize_layer turns features into a grid"
                 if d.kind == "raster"
+                else "pass a vector layer here; table_to_points makes points from a table's coordinate columns"
+                if info.kind == "table"
                 else "pass a vector layer here; raster_to_polygons turns a grid into features"
             ),
         )
@@ -156,7 +158,9 @@ def check_inputs(
         checks.append(
             verify.inputs_share_crs(first, second, names[0], names[1], crs_equal(first.crs_wkt, second.crs_wkt))
         )
-        check, warning = verify.inputs_may_intersect(first, second, names[0], names[1])
+        check, warning = verify.inputs_may_intersect(
+            first, second, names[0], names[1], needed=contract.needs_overlapping_inputs, operation=contract.name
+        )
         checks.append(check)
         if warning:
             warnings.append(warning)

@@ -61,6 +61,8 @@ class OutputPlan:
     members: dict[str, Any] = field(default_factory=dict)
     # The layers an overwrite without output_layer removes with the old file (said in a warning).
     replaced_layers: list[str] = field(default_factory=list)
+    # Inputs read from another layer of the container the new layer goes into (said in a warning).
+    shared_inputs: list[str] = field(default_factory=list)
 
     @property
     def record_anchor(self) -> Path:
@@ -95,7 +97,8 @@ def plan_output(contract: OperationContract, args: dict[str, Any], output: Path,
         )
     # An existing container is what a new layer goes into: only the layer's name can clash.
     adding = layer is not None and output.is_file()
-    check_output_path(contract, output, inputs, overwrite or adding, given)
+    at_risk = _inputs_at_risk(contract, args, output, inputs, layer)
+    check_output_path(contract, output, at_risk, overwrite or adding, given)
     if adding:
         assert layer is not None
         _check_layer_free(output, layer, overwrite, given)
@@ -105,7 +108,40 @@ def plan_output(contract: OperationContract, args: dict[str, Any], output: Path,
     geojson = keep_crs or bool(members)
     # The GeoJSON is written from a verified GeoPackage: GDAL's GeoJSON options apply at that write.
     engine_temp = temp_path_for(output.with_suffix(".gpkg") if geojson else output)
-    return OutputPlan(output, given, engine_temp, layer, overwrite, geojson, keep_crs, dict(members), replaced)
+    plan = OutputPlan(output, given, engine_temp, layer, overwrite, geojson, keep_crs, dict(members), replaced)
+    plan.shared_inputs = [name for name in inputs if name not in at_risk]
+    return plan
+
+
+def _inputs_at_risk(
+    contract: OperationContract, args: dict[str, Any], output: Path, inputs: dict[str, Path], layer: str | None
+) -> dict[str, Path]:
+    """The inputs an output could overwrite: all of them, but for an input that is another layer of the
+    container a new ``output_layer`` goes into.
+
+    Reading layer ``roads`` of ``city.gpkg`` and adding layer ``roads_buffered`` to it is safe: the engine
+    reads the file as it is, the container is copied, the layer added to the copy and the copy renamed
+    over the file under the output's lock, and ``assemble_container`` checks that every other layer's rows
+    (the input's among them) read back unchanged. The layer read is the one named (``layer`` for
+    input_path, ``<role>_layer`` for the others); when none is named every layer of the file counts as
+    read, so the exemption is never guessed.
+    """
+    if layer is None or not output.is_file():
+        return inputs
+    from mapsmith.contracts import MAIN_INPUT, MAIN_LAYER
+
+    layer_arguments = {path_arg: layer_arg for layer_arg, path_arg in contract.dataset_layer_arguments().items()}
+    layer_arguments[MAIN_INPUT] = MAIN_LAYER
+    at_risk = {}
+    for name, path in inputs.items():
+        if path.resolve() != output.resolve():
+            at_risk[name] = path
+            continue
+        named = args.get(layer_arguments.get(name, ""))
+        read = [named] if isinstance(named, str) else deliverables.gpkg_layers(output)
+        if layer in read:
+            at_risk[name] = path
+    return at_risk
 
 
 def warn_replaced_layers(ctx: RunContext, plan: OutputPlan) -> None:
@@ -206,6 +242,16 @@ def assemble_container(ctx: RunContext, plan: OutputPlan, source: Path, leftover
     Returns the temporary file to rename over the output; its checks are added to ``ctx``.
     """
     assert plan.layer is not None
+    if plan.shared_inputs:
+        ctx.warn(
+            "INPUT_CONTAINER_UPDATED",
+            f"{', '.join(plan.shared_inputs)} read another layer of {plan.given}, which now holds layer "
+            f"{plan.layer!r} too: that layer's rows are unchanged (x-mapsmith:container_layers_intact), but the "
+            "container's bytes the manifest records as the input are no longer at that path, so get_lineage "
+            "reports the original as changed and replay cannot re-read it",
+            "for a chain that replays, write the new layer to another .gpkg (or convert_format the input layer "
+            "to its own file first and read that)",
+        )
     target = temp_path_for(plan.output)
     leftovers.append(target)
     existing = plan.output.is_file()

@@ -39,6 +39,7 @@ def _input_records(app: MapSmith, ctx: RunContext) -> list[dict[str, Any]]:
         if ctx.input_environment.get(name):
             rec["environment"] = dict(ctx.input_environment[name])
         records.append(rec)
+    records.extend(dict(remote) for remote in ctx.remote_inputs)
     return records
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapsmith import crsguard, verify
+from mapsmith import crsguard, derived_fields, verify
 from mapsmith.contracts import OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, OperationContract
 from mapsmith.errors import (
     EngineError,
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from mapsmith.workspace import Workspace
 
 MAX_REPAIR_ROUNDS = 2
+_INPUT_VALID = "x-mapsmith:input_geometry_valid"  # the check an engine records while reading an input
 __all__ = [
     "NAME_MAX_BYTES",
     "OUTPUT_NAME_ROOM",
@@ -132,6 +133,12 @@ class RunContext:
     # Set by an implementation that wrote a table (no geometry; mapsmith_opensource.tables.deliver_table),
     # having read the bytes back and added its checks: the runner digests it instead of inspecting a layer.
     table_output: DatasetInfo | None = None
+    # Inputs that are not files in the workspace (a fetched URL, with the digest of the bytes received):
+    # recorded in the manifest's inputs beside the files, as the implementation states them.
+    remote_inputs: list[dict[str, Any]] = field(default_factory=list)
+    # Fields derived from geometry that must describe the geometry written (mapsmith.derived_fields):
+    # the run's own measures and those its inputs' manifests record. None for outputs without geometry.
+    derived: derived_fields.DerivedPlan | None = None
 
     def set_engine(self, name: str, version: str, **components: str) -> None:
         self.engine_name, self.engine_version = name, version
@@ -265,6 +272,8 @@ def _run_operation(
     )
     if plan is not None:
         warn_replaced_layers(ctx, plan)
+    if contract.output_kind == "dataset:vector":
+        ctx.derived = _derived_plan(app, ctx)
     choice = router.choose_engine(candidates, ctx)
     if choice.substitution:
         sub = choice.substitution
@@ -293,6 +302,11 @@ def _run_operation(
     try:
         t0 = time.perf_counter()
         _compute(ctx, choice.impl.function, choice.impl.engine, operation)
+        if ctx.derived is not None:
+            failed = {
+                c.argument: c.detail for c in ctx.checks if c.name == _INPUT_VALID and not c.passed and c.argument
+            }
+            derived_fields.refuse_invalid_source(ctx.derived, operation, failed, ctx.given_paths)
         if not temp.exists():
             raise EngineError(
                 f"{choice.impl.engine} reported success for {operation} but wrote no output",
@@ -475,9 +489,13 @@ def _verify_and_repair(
             input_count=main.feature_count if main else None,
             input_families=main.geometry_families if main else frozenset(),
         )
+        if round_no == 0 and ctx.derived is not None:
+            _check_derived(ctx, ctx.derived, out)
         invalid = next((c for c in checks if c.name == "geometry_valid" and not c.passed), None)
         if invalid is None or round_no == MAX_REPAIR_ROUNDS:
             break
+        if ctx.derived is not None:
+            derived_fields.refuse_repair(ctx.derived, contract.name, out.fields, out.invalid_count or 0)
         repaired = current.with_name(f"{current.stem}.repair{round_no + 1}{current.suffix}")
         leftovers.append(repaired)
         report = io.repair_geometries(current, repaired, None)
@@ -493,7 +511,30 @@ def _verify_and_repair(
         )
         current = repaired  # swapped in only now that the repaired file is complete
     ctx.checks.extend(checks)
+    if ctx.derived is not None:
+        recorded = derived_fields.manifest_record(ctx.derived, out.fields, out.geometry_families)
+        if recorded:
+            ctx.parameters["x-mapsmith:derived_fields"] = recorded
     return current, repairs, out
+
+
+def _derived_plan(app: MapSmith, ctx: RunContext) -> derived_fields.DerivedPlan:
+    """This run's derived fields: its own, and those the manifests beside its vector inputs record."""
+    inherited: list[derived_fields.DerivedField] = []
+    for key, info in ctx.inputs.items():
+        if info.kind == "vector" and key in ctx.paths:
+            inherited += derived_fields.inherited_fields(ctx.paths[key], ctx.layers.get(key), info.fields, app.digest)
+    main = main_input(ctx)
+    return derived_fields.plan(ctx.contract.name, ctx.arguments, inherited, main.crs_label if main else None)
+
+
+def _check_derived(ctx: RunContext, plan: derived_fields.DerivedPlan, out: DatasetInfo) -> None:
+    """Refuse stale derived fields no engine measured again; warn about measure-like fields carried."""
+    derived_fields.check_written(plan, ctx.contract.name, out.fields)
+    input_fields = [name for info in ctx.inputs.values() if info.kind == "vector" for name in info.fields]
+    warning = derived_fields.carried_measure_warning(plan, ctx.contract.name, out.fields, input_fields)
+    if warning is not None:
+        ctx.warnings.append(warning)
 
 
 def _label(wkt: str | None) -> str | None:

@@ -37,7 +37,8 @@ def test_a_query_over_the_whole_catalog_is_ranked_and_says_how_many_more(app: Ma
     assert answer["remaining"] == total
     assert _names(answer)[0] == "simplify_layer"
     for c in answer["candidates"]:
-        assert set(c) == {"operation", "status", "distinguishes", "score"} and c["distinguishes"]
+        assert set(c) - {"same_job_as"} == {"operation", "status", "stack", "distinguishes", "score"}
+        assert c["distinguishes"] and c["stack"] == "mapsmith"
 
 
 def test_limit_none_delivers_everything(app: MapSmith) -> None:
@@ -69,16 +70,28 @@ def test_facets_compose(app: MapSmith) -> None:
     assert set(answer["removed_by"]) == {"input_kind", "produces", "geometry_types", "dataset_count"}
 
 
-def test_empty_says_which_facet_removed_what(app: MapSmith) -> None:
-    answer = discover(app, "hillshade", input_kind="none", produces="dataset:raster")
-    assert answer["status"] == "empty" and answer["candidates"] == []
+def test_produces_alone_emptying_is_relaxed_and_says_which_facet_removed_what(app: MapSmith) -> None:
+    # No data held: only operations that need none remain (resolve_crs among them), and none of them writes a
+    # description; produces is relaxed (issue 21) and each candidate says what it produces instead.
+    answer = discover(app, "describe my dataset", input_kind="none", produces="description")
+    need_nothing = sorted(n for n, c in app.host.contracts.items() if not any(d.required for d in c.datasets))
+    assert answer["status"] == "relaxed"
+    assert sorted(_names(answer)) == need_nothing and "resolve_crs" in need_nothing
+    produced = {c["operation"]: c["produces"] for c in answer["candidates"]}
+    assert produced["resolve_crs"] == "answer" and "description" not in produced.values()
     by = answer["removed_by"]
-    assert "hillshade" in by["input_kind"]["removed"]
-    assert "resolve_crs" in by["produces"]["removed"]
-    raster_out = sum(c.output_kind == "dataset:raster" for c in app.host.contracts.values())
-    assert by["input_kind"]["would_remain_if_dropped"] == raster_out
-    assert by["produces"]["would_remain_if_dropped"] == 2  # resolve_crs and run_sql need no data
-    assert "input_kind removed" in answer["message"] and answer["hint"].startswith("drop input_kind")
+    assert "describe_dataset" in by["input_kind"]["removed"]
+    assert set(need_nothing) <= set(by["produces"]["removed"])
+    assert by["produces"]["would_remain_if_dropped"] == len(need_nothing)
+    assert "relaxed" in answer["message"]
+
+
+def test_empty_when_the_facts_about_the_data_leave_nothing(app: MapSmith) -> None:
+    # no operation takes a plan: dropping produces would leave nothing, so nothing is relaxed
+    answer = discover(app, "hillshade", input_kind="plan", produces="dataset:raster")
+    assert answer["status"] == "empty" and answer["candidates"] == []
+    assert answer["removed_by"]["produces"]["would_remain_if_dropped"] == 0
+    assert "input_kind removed" in answer["message"]
 
 
 def test_holding_a_plan_points_to_the_plan_tools(app: MapSmith) -> None:
@@ -162,8 +175,10 @@ def _fake_vector(monkeypatch: pytest.MonkeyPatch, ranker: Any, reason: str | Non
 def test_auto_uses_vector_when_it_loads(app: MapSmith, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_vector(monkeypatch, _FakeVector(["simplify_layer", "repair_geometries", "convex_hull"]))
     answer = discover(app, "too many vertices, simplify the coastline")
-    assert answer["engine"] == "vector" and answer["status"] == "ranked"
-    assert _names(answer)[:3] == ["simplify_layer", "repair_geometries", "convex_hull"]
+    assert answer["engine"] == search.AUTO_ENGINE == "fusion" and answer["status"] == "ranked"
+    # both rankers put simplify_layer first, so the fusion does
+    assert _names(answer)[0] == "simplify_layer"
+    assert discover(app, "too many vertices, simplify the coastline", engine="vector")["engine"] == "vector"
 
 
 def test_auto_falls_back_to_lexical_and_says_unsure_cannot_be_computed(
@@ -185,8 +200,9 @@ def test_disjoint_top_three_is_unsure_with_both_guesses(app: MapSmith, monkeypat
     assert answer["guesses"]["vector"] == ["hillshade", "viewshed", "slope"]
     assert answer["guesses"]["lexical"][0] == "simplify_layer"
     assert "What data do you hold" in answer["question"]
-    # the guesses never replace delivery: still ranked candidates and a count of the rest
-    assert answer["count"] == RANKED_LIMIT and answer["more"] == answer["remaining"] - RANKED_LIMIT
+    # the guesses never replace delivery: an unsure answer delivers up to CHOOSE_LIMIT, with both rankers' guesses
+    assert answer["count"] >= CHOOSE_LIMIT and answer["more"] == answer["remaining"] - answer["count"]
+    assert set(answer["guesses"]["vector"]) | set(answer["guesses"]["lexical"]) <= set(_names(answer))
 
 
 def test_overlapping_top_three_is_not_unsure(app: MapSmith, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -289,7 +305,7 @@ def test_a_log_without_a_workspace_is_refused(tmp_path: Path, capsys: pytest.Cap
 def test_auto_uses_the_committed_vector_ranker(app: MapSmith) -> None:
     # The static model is a file in the package: it always loads, so auto means vector.
     answer = discover(app, "how steep is the hillside, in degrees", input_kind="raster")
-    assert answer["engine"] == "vector"
+    assert answer["engine"] == search.AUTO_ENGINE
     assert not any("unavailable" in note for note in answer["notes"])
     assert "slope" in _names(answer)[:3]
     assert discover(app, "how steep is the hillside, in degrees", engine="vector")["engine"] == "vector"

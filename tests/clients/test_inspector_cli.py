@@ -294,6 +294,45 @@ def test_a_successful_call_reaches_the_client_with_its_structured_result(
     assert (endpoint.workspace / output).is_file()
 
 
+def test_a_layer_of_a_container_is_written_and_its_provenance_read_by_name(
+    installed: Installed, client: Inspector, endpoint: Endpoint
+) -> None:
+    container = out_name(client, endpoint, "layers")
+    layer = "area"
+    written = run_client(
+        installed,
+        client,
+        endpoint,
+        *("--method", "tools/call", "--tool-name", "measure_area"),
+        *("--tool-arg", "input_path=square.gpkg", f"output_path={container}", f"output_layer={layer}"),
+    )
+    assert written.returncode == 0, written.stderr[-2000:]
+    assert written.json().get("isError") is not True, written.json()
+    asked = run_client(
+        installed,
+        client,
+        endpoint,
+        *("--method", "tools/call", "--tool-name", "get_provenance"),
+        *("--tool-arg", f"path={container}", f"layer={layer}"),
+    )
+    assert asked.returncode == 0, asked.stderr[-2000:]
+    provenance = asked.json()["structuredContent"]
+    assert provenance["manifest_path"] == f"{container}.{layer}.provenance.json"
+    assert provenance["manifest"]["output"]["layer"] == layer and provenance["output_matches"] is True
+    # without the layer the client is told which layers have records
+    unnamed = run_client(
+        installed,
+        client,
+        endpoint,
+        *("--method", "tools/call", "--tool-name", "get_provenance", "--tool-arg", f"path={container}"),
+    )
+    assert unnamed.returncode == client.error_exit, unnamed.stderr[-2000:]
+    refusal = unnamed.json()
+    assert refusal.get("isError") is True, refusal
+    error = tool_text(refusal)
+    assert error["code"] == "LAYER_REQUIRED" and error["evidence"]["layers_with_manifests"] == [layer]
+
+
 def test_a_refusal_reaches_the_client_with_code_hint_and_evidence(
     installed: Installed, client: Inspector, endpoint: Endpoint
 ) -> None:

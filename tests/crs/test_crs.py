@@ -420,18 +420,24 @@ def test_nad27_to_wgs84_for_a_small_area_takes_the_most_accurate_operation_cover
 
 
 @needs_no_nadcon
-def test_nad27_to_nad83_without_nadcon_is_a_ballpark_and_says_what_is_missing() -> None:
+def test_nad27_to_nad83_without_nadcon_goes_through_wgs84_and_says_what_is_missing() -> None:
     transformer, record = mcrs.choose_transformer("EPSG:4267", "EPSG:4269", CONUS_LONLAT)
     _assert_transformation_shape(record)
-    # EPSG has no Helmert for NAD27 to NAD83 over CONUS, only NADCON grids, so PROJ falls back to
-    # treating the datums as equal: coordinates pass unchanged, accuracy unknown.
-    assert record["is_ballpark"] is True
-    assert record["accuracy_m"] is None
-    assert record["pipeline"] == "+proj=noop"
-    assert transformer.transform(-98.54, 39.22) == (-98.54, 39.22)
-    # NADCON (EPSG:1241, "NAD27 to NAD83 (1)") is stated at 0.15 m.
-    assert record["better_available_m"] == 0.15
-    assert record["x-mapsmith:better_unavailable"]["missing_grids"] == ["us_noaa_conus.tif"]
+    # EPSG has no Helmert for NAD27 to NAD83 over CONUS, only NADCON grids, so PROJ's direct list
+    # holds only a ballpark (coordinates passed unchanged). Through WGS 84 there is a datum shift:
+    # EPSG "NAD27 to WGS 84 (4)" (CONUS, 10 m) then the inverse of "NAD83 to WGS 84 (1)" (4 m),
+    # 14 m in all by PROJ's rule for concatenated operations (accuracies add).
+    assert record["is_ballpark"] is False
+    assert record["accuracy_m"] == 14.0
+    assert record["x-mapsmith:chosen_by"]["intermediate_crs"] == "EPSG:4326"
+    assert record["x-mapsmith:description"] == "NAD27 to WGS 84 (4) + Inverse of NAD83 to WGS 84 (1)"
+    # Near Meades Ranch the NAD27 -> NAD83 shift is tens of metres; the ballpark would have left it out.
+    lon, lat = transformer.transform(-98.54, 39.22)
+    assert 10.0 < pyproj.Geod(ellps="GRS80").inv(-98.54, 39.22, lon, lat)[2] < 100.0
+    # §3.7: better_available_m is for a ballpark only; NADCON (EPSG:1241, 0.15 m) is still named.
+    assert record["better_available_m"] is None
+    assert record["x-mapsmith:better_unavailable"]["accuracy_m"] == 0.15
+    assert "us_noaa_conus.tif" in record["x-mapsmith:better_unavailable"]["missing_grids"]
 
 
 def test_a_ballpark_with_nothing_better_published_says_so() -> None:

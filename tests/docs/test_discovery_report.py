@@ -205,3 +205,32 @@ def test_log_to_cases_prints_and_never_writes(tmp_path: Path, capsys: pytest.Cap
     assert "miss 1" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert QUERIES.read_bytes() == queries_before
+
+
+# -- issue 21: auto is measured, QGIS is measured, the off-topic set is there ---------------------
+
+
+def test_auto_is_the_ranker_that_measures_best(rendered: str) -> None:
+    from mapsmith.catalog.search import AUTO_ENGINE
+
+    if "`vector`: unavailable" in rendered:
+        pytest.skip("the vector ranker did not load here: auto is lexical and nothing else was measured")
+    found = re.search(r"Measured best: `(\w+)`", rendered)
+    assert found is not None
+    assert found.group(1) == AUTO_ENGINE, (
+        f"the page measures {found.group(1)} best but search.AUTO_ENGINE is {AUTO_ENGINE}: make auto the best"
+    )
+
+
+def test_the_page_measures_discovery_with_qgis_algorithms_without_needing_qgis(rendered: str) -> None:
+    # the QGIS table comes from the committed extract, so it is there whether QGIS is installed or not
+    assert (REPO / "tests" / "data" / "qgis_algorithms.json").exists()
+    assert "## With QGIS's algorithms in the catalogue" in rendered
+
+
+def test_the_off_topic_set_is_kept_beside_the_answerable_one(queries: dict[str, Any]) -> None:
+    scopes = [r.get("scope") for r in queries["unanswerable"]]
+    assert set(scopes) <= {"gis-not-offered", "other-software", "nonsense"}, set(scopes)
+    off_topic = [r for r in queries["unanswerable"] if r.get("written") == "off-topic"]
+    assert len(off_topic) >= 80
+    assert {"other-software", "nonsense", "gis-not-offered"} <= {r["scope"] for r in off_topic}

@@ -70,6 +70,6 @@ def test_every_environment_variable_named_is_read_by_the_code() -> None:
     source = "".join(p.read_text("utf-8") for p in (REPO / "core").rglob("*.py")) + "".join(
         p.read_text("utf-8") for p in (REPO / "plugins").rglob("*.py")
     )
-    named = set(re.findall(r"`(MAPSMITH_[A-Z_]+)", PAGE))
+    named = set(re.findall(r"`(MAPSMITH_[A-Z0-9_]+)", PAGE))
     assert len(named) >= 6
     assert sorted(n for n in named if f'"{n}"' not in source) == []

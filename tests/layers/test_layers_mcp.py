@@ -70,6 +70,10 @@ def test_layers_and_geojson_members_over_mcp(workspace: Path) -> None:
                     },
                 },
             )
+            # the record of one layer of the container, asked for by name (and refused without it)
+            replies["provenance"] = await call(session, "get_provenance", {"path": "deliver.gpkg", "layer": "clipped"})
+            replies["lineage"] = await call(session, "get_lineage", {"path": "deliver.gpkg", "layer": "clipped"})
+            replies["unnamed"] = await call(session, "get_provenance", {"path": "deliver.gpkg"})
             return replies
 
     replies = anyio.run(talk)
@@ -87,3 +91,16 @@ def test_layers_and_geojson_members_over_mcp(workspace: Path) -> None:
     assert clash.is_error and clash.data["code"] == "OUTPUT_LAYER_EXISTS"
     assert not replies["geojson"].is_error, replies["geojson"].data
     assert json.loads((workspace / "wgs.geojson").read_text("utf-8"))["removed_count"] == 3
+    provenance = replies["provenance"]
+    assert not provenance.is_error, provenance.data
+    assert provenance.data["manifest_path"] == "deliver.gpkg.clipped.provenance.json"
+    assert provenance.data["output_matches"] is True
+    lineage = replies["lineage"]
+    assert [hop["operation"] for hop in lineage.data["hops"]] == ["clip_layer"]
+    assert {(o["path"], o["status"]) for o in lineage.data["originals"]} == {
+        ("parcels.gpkg", "present"),
+        ("zones.gpkg", "present"),
+    }
+    unnamed = replies["unnamed"]
+    assert unnamed.is_error and unnamed.data["code"] == "LAYER_REQUIRED"
+    assert unnamed.data["evidence"]["layers_with_manifests"] == ["clipped"]

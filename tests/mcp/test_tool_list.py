@@ -62,6 +62,7 @@ async def converse(workspace: Path) -> Conversation:
         ),
         "server_info": ("server_info", {}),
         "catalog": ("list_operations", {"query": "count points in polygons"}),
+        "catalog_detail": ("list_operations", {"query": "count points in polygons", "detail": True}),
         "validate": (
             "validate_plan",
             {
@@ -344,3 +345,37 @@ def test_a_planned_operation_called_as_a_tool_says_it_does_not_run_yet(tmp_path:
     assert planned.code == "UNKNOWN_TOOL"
     assert planned.evidence["status"] == "planned"
     assert "it is planned and does not run yet" in planned.message
+
+
+def test_operation_tools_abridge_argument_notes_and_list_operations_gives_them_whole(
+    conversation: Conversation,
+) -> None:
+    from mapsmith.contracts import _SENTENCE_END, abridge, load_builtin_contracts
+    from mapsmith.server.tools import ABRIDGED_NOTE_CHARS, DEDICATED_OPERATIONS
+
+    contracts = load_builtin_contracts()
+    shortened = 0
+    for name in DEDICATED_OPERATIONS:
+        listed = conversation.tools[name]["inputSchema"]
+        whole = contracts[name].input_schema()
+        assert listed["required"] == whole["required"] and listed.keys() == whole.keys()
+        for argument, spec in whole["properties"].items():
+            short = listed["properties"][argument]
+            # everything but the prose is kept: type, enum, bounds, default
+            assert {k: v for k, v in short.items() if k != "description"} == {
+                k: v for k, v in spec.items() if k != "description"
+            }
+            if "description" not in spec:
+                continue
+            first = _SENTENCE_END.split(spec["description"])[0]
+            assert short["description"].startswith(first), (name, argument)
+            shortened += short["description"] != spec["description"]
+    assert shortened >= 5  # the budget is met by abridging, not by nothing
+    # the unit and the geometry restriction are data, kept whole after the abridged prose
+    assert abridge("One. Two is long. Three.", 10) == "One."
+    assert abridge("One. Two.", None) == "One. Two."
+    assert abridge("Pairs, e.g. 'a:sum'. More words here.", 30) == "Pairs, e.g. 'a:sum'."
+    assert len(abridge("a. " * 200, ABRIDGED_NOTE_CHARS)) <= ABRIDGED_NOTE_CHARS
+    # list_operations hands the whole notes to an agent that asks about the operation
+    candidate = conversation.replies["catalog_detail"].data["candidates"][0]
+    assert candidate["parameters"] == contracts[candidate["operation"]].input_schema()

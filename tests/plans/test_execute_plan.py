@@ -372,7 +372,11 @@ def test_an_engine_refusal_mid_plan_names_the_step_and_the_runners_failure_recor
     assert result.status == "failed"
     assert result.failed_step == "area"
     assert result.error is not None and result.error["code"] == "FIELD_EXISTS"
-    assert [(s.id, s.status) for s in result.steps] == [("buffer", "ok"), ("area", "failed"), ("pick", "not_run")]
+    assert [(s.id, s.status) for s in result.steps] == [
+        ("buffer", "ok_with_warnings"),
+        ("area", "failed"),
+        ("pick", "not_run"),
+    ]
     assert result.steps[1].failure_record == "out/area.gpkg.failed.provenance.json"
     assert (workspace / "out/area.gpkg.failed.provenance.json").exists()
     assert (workspace / "out/zones.gpkg.provenance.json").exists()

@@ -117,6 +117,40 @@ def test_describe_lists_both_readings_and_warns(app, workspace) -> None:
     assert "GDAL_GEOREF_SOURCES=INTERNAL" in answer["georeferencing_warning"]
 
 
+def test_describe_picks_no_reading_at_the_top_level_when_they_conflict(app, workspace) -> None:
+    # tags: 10 m cells from (500000, 5030000); sidecar: 20 m cells from (600000, 5040000). Neither is the grid.
+    write_grid(workspace / "a.tif", np.ones((2, 2), "float32"), from_origin(500_000, 5_030_000, 10, 10))
+    (workspace / "a.tif.aux.xml").write_text(SIDECAR)
+    answer = app.run("describe_dataset", {"input_path": "a.tif"}).answer
+    grid = answer["grid"]
+    for key in ("transform", "res", "north_up", "south_up", "rotated"):
+        assert grid[key] is None, key
+    assert grid["position_from"].startswith("georeferencing.readings")
+    assert answer["described"]["bounds"] is None and answer["described"]["bounds_lonlat"] is None
+    assert answer["described"]["crs"] == "EPSG:32610"  # both readings agree on the CRS: kept
+    # what does not depend on the position is still described
+    assert (grid["width"], grid["height"]) == (2, 2)
+    assert answer["bands"][0]["statistics"]["valid_count"] == 4
+    assert len(answer["georeferencing"]["readings"]) == 2
+
+
+def test_describe_clean_twins_a_single_reading_or_a_chosen_one_is_at_the_top_level(
+    make_app, workspace, monkeypatch
+) -> None:
+    write_grid(workspace / "one.tif", np.ones((2, 2), "float32"), from_origin(500_000, 5_030_000, 10, 10))
+    answer = make_app().run("describe_dataset", {"input_path": "one.tif"}).answer
+    assert answer["grid"]["transform"] == [500000.0, 10.0, 0.0, 5030000.0, 0.0, -10.0]
+    assert answer["described"]["bounds"] == [500000.0, 5029980.0, 500020.0, 5030000.0]
+    assert "position_from" not in answer["grid"]
+    # two readings, but the caller chose the tags: their reading is the description
+    write_grid(workspace / "a.tif", np.ones((2, 2), "float32"), from_origin(500_000, 5_030_000, 10, 10))
+    (workspace / "a.tif.aux.xml").write_text(SIDECAR)
+    monkeypatch.setenv("GDAL_GEOREF_SOURCES", "INTERNAL")
+    chosen = make_app(GDAL_GEOREF_SOURCES="INTERNAL").run("describe_dataset", {"input_path": "a.tif"}).answer
+    assert chosen["grid"]["transform"] == [500000.0, 10.0, 0.0, 5030000.0, 0.0, -10.0]
+    assert chosen["grid"]["res"] == [10.0, 10.0]
+
+
 def test_describe_a_raster_reports_bands_statistics_and_grid(app, workspace) -> None:
     values = np.arange(1, 13, dtype="float32").reshape(3, 4)
     values[2, 3] = -9999  # nodata: excluded from the statistics

@@ -228,8 +228,15 @@ def test_count_in_polygons_on_spark_matches_hand_counts_and_geopandas(make_app: 
     assert set(job["input_partitions"]) == {"input_path", "points_path"}
     assert record["x-mapsmith:engine_choice"] == {"stack": "sedona", "engine": "apache-sedona-spark"}
 
-    make_app().run("count_in_polygons", _count_args("counts_gpd.parquet"))
+    geopandas = make_app().run("count_in_polygons", _count_args("counts_gpd.parquet"))
     _same_frames(out, _read(workspace / "counts_gpd.parquet"))
+    # where the point counted twice lies (inside overlapping polygons or on a shared boundary), said alike
+    keys = ("points_in_overlapping_polygons", "points_on_shared_boundaries", "distinct_point_count")
+    assert {k: result.answer[k] for k in keys} == {k: geopandas.answer[k] for k in keys}
+    assert result.answer["points_in_overlapping_polygons"] + result.answer["points_on_shared_boundaries"] == 1
+    assert [w["code"] for w in result.warnings] == [w["code"] for w in geopandas.warnings]
+    spark_note = next(n for n in record["notes"] if "points lie in at least one polygon" in n)
+    assert spark_note in json.loads((workspace / "counts_gpd.parquet.provenance.json").read_text("utf-8"))["notes"]
 
 
 @needs_spark

@@ -104,3 +104,59 @@ def test_a_layer_without_a_crs_is_still_refused(app: Any, workspace: Path) -> No
     write_layer(workspace / "crs.gpkg", [Point(1, 2)], "EPSG:32633", id=[1])
     app.run("convert_format", {"input_path": "crs.gpkg", "geometry_as": "wkt", "output_path": "c.csv"})
     assert (workspace / "c.csv").read_text("utf-8").splitlines()[1] == '"POINT (1 2)",1'
+
+
+def test_a_plain_parquet_and_a_json_array_are_table_inputs(app: Any, ws: Path) -> None:
+    # Both written by MapSmith from the CSV above, then read back as inputs: the three rows by hand.
+    app.run("convert_format", {"input_path": "wells.csv", "output_path": "wells.parquet"})
+    app.run("convert_format", {"input_path": "wells.csv", "output_path": "wells.json"})
+    app.run("convert_format", {"input_path": "wells.parquet", "output_path": "from_parquet.csv"})
+    app.run("convert_format", {"input_path": "wells.json", "output_path": "from_json.csv"})
+    expected = ['"id","name","depth"', '1,"Alpha",12.5', '2,"Bravo",30', '3,"Charlie",7.25']
+    assert (ws / "from_parquet.csv").read_text("utf-8").splitlines() == expected
+    assert (ws / "from_json.csv").read_text("utf-8").splitlines() == expected
+    for name, source in (("from_parquet.csv", "wells.parquet"), ("from_json.csv", "wells.json")):
+        record = manifest(ws / name)
+        assert validate_manifest(record) == []
+        assert record["inputs"][0]["path"] == source and record["inputs"][0]["crs"] is None
+    # table_to_points takes them too: x/y columns by name
+    (ws / "sites.json").write_text(json.dumps([{"id": 1, "x": 500.0, "y": 600.0}, {"id": 2, "x": 7.0, "y": 8.0}]))
+    app.run(
+        "table_to_points",
+        {"input_path": "sites.json", "x_field": "x", "y_field": "y", "crs": "EPSG:27700", "output_path": "sites.gpkg"},
+    )
+    import geopandas as gpd
+
+    points = gpd.read_file(ws / "sites.gpkg")
+    assert [(p.x, p.y) for p in points.geometry] == [(500.0, 600.0), (7.0, 8.0)]
+
+
+def test_a_table_where_a_layer_belongs_is_refused_and_geojson_stays_a_layer(app: Any, ws: Path) -> None:
+    app.run("convert_format", {"input_path": "wells.csv", "output_path": "wells.parquet"})
+    with pytest.raises(MapSmithError) as table:
+        app.run("buffer_layer", {"input_path": "wells.parquet", "distance_meters": 5, "output_path": "b.gpkg"})
+    assert table.value.code == "DATASET_KIND_MISMATCH" and "table_to_points" in (table.value.hint or "")
+    # the clean twin: a GeoJSON object in a .json file is still a layer
+    collection = {
+        "type": "FeatureCollection",
+        "features": [
+            {"type": "Feature", "properties": {"id": 1}, "geometry": {"type": "Point", "coordinates": [1, 2]}}
+        ],
+    }
+    (ws / "one.json").write_text(json.dumps(collection), "utf-8")
+    app.run("convert_format", {"input_path": "one.json", "output_path": "one.gpkg"})
+    assert app.run("describe_dataset", {"input_path": "one.gpkg"}).answer["described"][0]["feature_count"] == 1
+
+
+def test_describe_types_a_table_as_the_operations_read_it(app: Any, ws: Path) -> None:
+    app.run("convert_format", {"input_path": "wells.csv", "output_path": "wells.parquet"})
+    app.run("convert_format", {"input_path": "wells.csv", "output_path": "wells.json"})
+    for name in ("wells.csv", "wells.parquet", "wells.json"):
+        described = app.run("describe_dataset", {"input_path": name}).answer["described"][0]
+        assert described["kind"] == "table" and described["feature_count"] == 3
+        details = {d["name"]: (d["type"], d["samples"]) for d in described["field_details"]}
+        assert details == {
+            "id": ("int64", [1, 2, 3]),
+            "name": ("string", ["Alpha", "Bravo", "Charlie"]),
+            "depth": ("double", [12.5, 30.0, 7.25]),
+        }, name

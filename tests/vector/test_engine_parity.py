@@ -4,7 +4,7 @@ The engines are discovered from the opensource stack's registrations (``REGISTRA
 in ``OPERATION_MODULES``), so an engine registered tomorrow is run here without touching this file. An
 engine is forced by building the service with that operation's other registrations removed (the
 registrations are read when a service is built) and with the size thresholds lowered to zero
-(``MAPSMITH_SEDONADB_MIN_FEATURES=0``, ``join_ops.DUCKDB_MIN_ROWS = 0``). Fixtures are GeoParquet,
+(``MAPSMITH_SEDONADB_MIN_FEATURES=0``, ``spatial_join_duckdb.DUCKDB_MIN_ROWS = 0``). Fixtures are GeoParquet,
 which every engine reads, on a local grid in EPSG:32610 (x0 = 500,000 E, y0 = 5,000,000 N) where a
 unit is a metre and the scale is within 0.04 % of true, so distances are planar and read off the drawing:
 
@@ -72,9 +72,9 @@ ENGINES = [pytest.param(op, engine, id=f"{op}-{engine}", marks=_needs(engine)) f
 @pytest.fixture
 def forced(make_app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], Any]:
     """A service on which ``engine`` is the only registered engine of ``operation``, with no size threshold."""
-    from mapsmith_opensource import join_ops
+    from mapsmith_opensource.join_ops import spatial_join_duckdb
 
-    monkeypatch.setattr(join_ops, "DUCKDB_MIN_ROWS", 0)
+    monkeypatch.setattr(spatial_join_duckdb, "DUCKDB_MIN_ROWS", 0)
 
     def make(operation: str, engine: str) -> Any:
         for module in _operation_modules():
@@ -82,7 +82,7 @@ def forced(make_app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> Cal
             monkeypatch.setattr(module, "REGISTRATIONS", kept)
         app = make_app(MAPSMITH_SEDONADB_MIN_FEATURES="0")
         monkeypatch.undo()  # the service keeps the registrations it was built with
-        monkeypatch.setattr(join_ops, "DUCKDB_MIN_ROWS", 0)
+        monkeypatch.setattr(spatial_join_duckdb, "DUCKDB_MIN_ROWS", 0)
         return app
 
     return make
@@ -366,9 +366,9 @@ def test_small_inputs_pass_over_sedonadb_with_the_threshold_as_reason(make_app, 
 
 @sedonadb_only
 def test_sedonadb_is_preferred_to_duckdb_when_eligible_and_says_why(make_app, workspace: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from mapsmith_opensource import join_ops
+    from mapsmith_opensource.join_ops import spatial_join_duckdb
 
-    monkeypatch.setattr(join_ops, "DUCKDB_MIN_ROWS", 0)
+    monkeypatch.setattr(spatial_join_duckdb, "DUCKDB_MIN_ROWS", 0)
     write_fixtures(workspace)
     app = make_app(MAPSMITH_SEDONADB_MIN_FEATURES="5")
     app.run("spatial_join", {**CASES["spatial_join"][0][1], "output_path": "j.parquet"})
@@ -382,9 +382,9 @@ def test_sedonadb_is_preferred_to_duckdb_when_eligible_and_says_why(make_app, wo
 @sedonadb_only
 def test_spatial_join_goes_to_sedonadb_only_when_asked(make_app, workspace: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Its WKB path was never measured faster than DuckDB or GeoPandas, so by default DuckDB takes it."""
-    from mapsmith_opensource import join_ops
+    from mapsmith_opensource.join_ops import spatial_join_duckdb
 
-    monkeypatch.setattr(join_ops, "DUCKDB_MIN_ROWS", 0)
+    monkeypatch.setattr(spatial_join_duckdb, "DUCKDB_MIN_ROWS", 0)
     write_fixtures(workspace)
     make_app().run("spatial_join", {**CASES["spatial_join"][0][1], "output_path": "j.parquet"})
     choice = manifest(workspace / "j.parquet")["x-mapsmith:engine_choice"]

@@ -520,3 +520,81 @@ def test_answers_are_plain_json(app, workspace: Path) -> None:
     write_layer(workspace / "grid.gpkg", [Point(p) for p in shift(GRID)], UTM10, id=list(range(16)))
     result = app.run("nearest_neighbour_index", {"input_path": "grid.gpkg", "area_m2": 1_600})
     assert math.isfinite(json.loads(json.dumps(result.to_dict()))["answer"]["p_value"])
+
+
+# -- every index readable: centroid_layer, convex_hull and repair_geometries page their lists ----
+
+# 500 features in a row, 40 m apart: even indices are the trouble (a C whose centroid falls outside,
+# a lone point whose hull is a point, a bow-tie), odd indices a plain 10 m square. So the lists hold
+# exactly the 250 even indices 0, 2, ..., 498: more than the 200 the answers used to be cut at.
+TROUBLED = list(range(0, 500, 2))
+
+
+def _row_of(kind: str) -> list:  # type: ignore[type-arg]
+    trouble = {
+        "c": lambda dx: Polygon([(E0 + dx + x, N0 + y) for x, y in C_SHAPE]),
+        "point": lambda dx: Point(E0 + dx, N0),
+        "bowtie": lambda dx: Polygon([(E0 + dx + x, N0 + y) for x, y in [(0, 0), (30, 30), (30, 0), (0, 30)]]),
+    }[kind]
+    return [trouble(40 * i) if i % 2 == 0 else box(E0 + 40 * i, N0, E0 + 40 * i + 10, N0 + 10) for i in range(500)]
+
+
+def _read_every_page(app, operation: str, arguments: dict, key: str, limit: int) -> tuple[list, list]:  # type: ignore[no-untyped-def]
+    """Follow page.next_offset from 0 to the end; the rows of ``key`` in order, and each page record."""
+    rows: list = []  # type: ignore[type-arg]
+    pages = []
+    offset: int | None = 0
+    while offset is not None:
+        answer = app.run(
+            operation, {**arguments, "offset": offset, "limit": limit, "output_path": f"p{offset}.gpkg"}
+        ).answer
+        rows += answer[key]
+        pages.append(answer["page"])
+        offset = answer["page"]["next_offset"]
+    return rows, pages
+
+
+def test_centroid_layer_pages_every_outside_index(app, workspace: Path) -> None:
+    write_layer(workspace / "c.gpkg", _row_of("c"), UTM10, id=list(range(500)))
+    first = app.run("centroid_layer", {"input_path": "c.gpkg", "output_path": "c0.gpkg"})
+    assert first.answer["centroids_outside_their_polygon"] == 250
+    assert first.answer["outside_feature_indices"] == TROUBLED[:100]  # the default page: 100
+    assert first.answer["page"] == {
+        "offset": 0,
+        "limit": 100,
+        "returned": 100,
+        "total": 250,
+        "complete": False,
+        "next_offset": 100,
+    }
+    rows, pages = _read_every_page(app, "centroid_layer", {"input_path": "c.gpkg"}, "outside_feature_indices", 120)
+    assert rows == TROUBLED
+    assert [p["returned"] for p in pages] == [120, 120, 10] and pages[-1]["complete"] is True
+
+
+def test_convex_hull_pages_every_degenerate_hull(app, workspace: Path) -> None:
+    write_layer(workspace / "h.gpkg", _row_of("point"), UTM10, id=list(range(500)))
+    rows, pages = _read_every_page(app, "convex_hull", {"input_path": "h.gpkg"}, "degenerate_hulls", 200)
+    assert rows == [{"feature_index": i, "hull_type": "Point"} for i in TROUBLED]
+    assert [p["returned"] for p in pages] == [200, 50] and pages[0]["total"] == 250
+    last = app.run("convex_hull", {"input_path": "h.gpkg", "offset": 240, "output_path": "last.gpkg"}).answer
+    assert last["degenerate_count"] == 250 and [d["feature_index"] for d in last["degenerate_hulls"]] == TROUBLED[240:]
+
+
+def test_repair_geometries_pages_every_repaired_feature(app, workspace: Path) -> None:
+    # each bow-tie becomes two triangles of (1/2) * 30 * 15 = 225 m2 each: 450 m2 of grid, 450 / k0^2
+    # of ground on the central meridian; the last is 19.96 km east of it, where k^2 is larger by
+    # about x^2 / R^2 = 19,960^2 / 6,380,000^2 = 1e-5.
+    write_layer(workspace / "b.gpkg", _row_of("bowtie"), UTM10, id=list(range(500)))
+    rows, pages = _read_every_page(app, "repair_geometries", {"input_path": "b.gpkg"}, "repaired", 100)
+    assert [r["feature_index"] for r in rows] == TROUBLED
+    assert rows[0]["area_m2_after"] == pytest.approx(450 / K0**2, rel=1e-7)
+    assert all(r["area_m2_after"] == pytest.approx(450 / K0**2, rel=1.1e-5) for r in rows)
+    assert [p["returned"] for p in pages] == [100, 100, 50]
+    middle = app.run("repair_geometries", {"input_path": "b.gpkg", "offset": 100, "output_path": "m.gpkg"}).answer
+    assert middle["invalid_before"] == 250 and middle["repaired_feature_indices"] == TROUBLED[100:200]
+    assert middle["emptied_feature_indices"] == [] and middle["emptied_count"] == 0
+    # the manifest keeps the first 200 in full and says so
+    report = manifest(workspace / "m.gpkg")["parameters"]["x-mapsmith:repair_report"]
+    assert report["invalid_before"] == 250 and report["repaired_listed"] == 200
+    assert [r["feature_index"] for r in report["repaired"]] == TROUBLED[:200]

@@ -38,13 +38,13 @@ def engine_apps(make_app, monkeypatch: pytest.MonkeyPatch) -> dict:  # type: ign
     The registrations are read when a service is built, so each service keeps the ones it was built with;
     the threshold is read at each run, and only the DuckDB service has a DuckDB engine to apply it to.
     """
-    from mapsmith_opensource import join_ops
+    from mapsmith_opensource.join_ops import spatial_join_duckdb
 
-    registrations = join_ops.REGISTRATIONS
-    monkeypatch.setattr(join_ops, "REGISTRATIONS", tuple(r for r in registrations if r.engine != "duckdb"))
+    registrations = spatial_join_duckdb.REGISTRATIONS
+    monkeypatch.setattr(spatial_join_duckdb, "REGISTRATIONS", ())
     geopandas = make_app()
-    monkeypatch.setattr(join_ops, "REGISTRATIONS", registrations)
-    monkeypatch.setattr(join_ops, "DUCKDB_MIN_ROWS", 0)
+    monkeypatch.setattr(spatial_join_duckdb, "REGISTRATIONS", registrations)
+    monkeypatch.setattr(spatial_join_duckdb, "DUCKDB_MIN_ROWS", 0)
     return {"geopandas": geopandas, "duckdb": make_app()}
 
 
@@ -338,10 +338,10 @@ def test_both_engines_write_the_same_rows_and_record_the_same_run(
 def test_duckdb_is_preferred_but_passed_over_for_geopackage_and_below_its_row_threshold(
     make_app, workspace: Path
 ) -> None:
-    from mapsmith_opensource import join_ops
+    from mapsmith_opensource.join_ops import spatial_join, spatial_join_duckdb
 
-    # Measured faster file to file on a million points (see join_ops), DuckDB is tried first.
-    assert join_ops.DUCKDB_PREFERENCE > join_ops.GEOPANDAS_PREFERENCE
+    # Measured faster file to file on a million points (see spatial_join_duckdb), DuckDB is tried first.
+    assert spatial_join_duckdb.DUCKDB_PREFERENCE > spatial_join.GEOPANDAS_PREFERENCE
     app = make_app()
     zones_and_points(workspace)
     zones_and_points(workspace, ".parquet")
@@ -358,7 +358,9 @@ def test_duckdb_is_preferred_but_passed_over_for_geopackage_and_below_its_row_th
     )
     assert result.engine["name"] == "geopandas"
     (passed,) = passed_over(workspace / "b.parquet")
-    assert passed["reason"].startswith(f"the larger input has 4 features, fewer than the {join_ops.DUCKDB_MIN_ROWS:,}")
+    assert passed["reason"].startswith(
+        f"the larger input has 4 features, fewer than the {spatial_join_duckdb.DUCKDB_MIN_ROWS:,}"
+    )
 
 
 def test_duckdb_engine_says_why_it_cannot_take_a_run(make_app, workspace: Path, monkeypatch) -> None:
@@ -468,7 +470,7 @@ def test_duckdb_engine_failing_after_its_copy_leaves_no_output_and_a_failure_rec
 ) -> None:
     # DuckDB writes the temporary output itself (not through io.write_layer): a failure after its COPY
     # must still leave nothing at output_path, no temporary file, and a record naming the engine.
-    from mapsmith_opensource import join_ops
+    from mapsmith_opensource.join_ops import spatial_join_duckdb
 
     app = engine_apps(make_app, monkeypatch)["duckdb"]
     zones_and_points(workspace, ".parquet")
@@ -479,7 +481,7 @@ def test_duckdb_engine_failing_after_its_copy_leaves_no_output_and_a_failure_rec
         fired.append(path)
         raise OSError("sabotage: disk failed after the COPY")
 
-    monkeypatch.setattr(join_ops, "_declare_geoparquet", fail)
+    monkeypatch.setattr(spatial_join_duckdb, "_declare_geoparquet", fail)
     with pytest.raises(Exception, match="sabotage"):
         app.run(
             "spatial_join", {"input_path": "points.parquet", "join_path": "zones.parquet", "output_path": "j.parquet"}

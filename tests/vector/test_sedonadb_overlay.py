@@ -42,7 +42,7 @@ def _squares(ws: Path, crs: Any = UTM) -> None:
 
 @sedonadb_only
 def test_adjacent_squares_dissolve_on_sedonadb_with_geos_vertices(make_app: Any, workspace: Path) -> None:
-    from mapsmith_opensource import sedonadb_ops
+    from mapsmith_opensource import sedonadb_overlay
 
     _squares(workspace)
     app = make_app(MAPSMITH_SEDONADB_MIN_FEATURES="3")
@@ -56,8 +56,8 @@ def test_adjacent_squares_dissolve_on_sedonadb_with_geos_vertices(make_app: Any,
     assert record["engine"]["version"] == importlib.import_module("sedonadb").__version__
     why = [n for n in record["notes"] if n.startswith("engine: SedonaDB ran")]
     assert why and "it has 3 features, at least the 3 from which" in why[0]
-    assert sedonadb_ops.DISSOLVE_PATH_NOTE in record["notes"]
-    assert any(sedonadb_ops.UNION_LABEL in n for n in record["notes"])
+    assert sedonadb_overlay.DISSOLVE_PATH_NOTE in record["notes"]
+    assert any(sedonadb_overlay.UNION_LABEL in n for n in record["notes"])
 
     out = read(workspace / "d.parquet")
     assert out["grp"].tolist() == ["A", "B"] and out["value"].tolist() == [3, 4]
@@ -128,10 +128,12 @@ def test_unknown_crs_is_a_reason_to_pass_over_sedonadb() -> None:
     # eligibility rule is checked on its own, with the header of a layer that declares none.
     from types import SimpleNamespace
 
-    from mapsmith_opensource import sedonadb_ops
+    from mapsmith_opensource import sedonadb_overlay
 
-    ctx = SimpleNamespace(inputs={"input_path": SimpleNamespace(crs_wkt=None, feature_count=3)}, environ={})
-    assert sedonadb_ops.dissolve_layer_eligible(ctx) == (  # type: ignore[arg-type]
+    ctx = SimpleNamespace(
+        inputs={"input_path": SimpleNamespace(crs_wkt=None, feature_count=3)}, environ={}, arguments={}
+    )
+    assert sedonadb_overlay.dissolve_layer_eligible(ctx) == (  # type: ignore[arg-type]
         "the CRS of input_path is unknown; the SedonaDB engine dissolves only layers whose CRS is known"
     )
 

@@ -325,3 +325,65 @@ def test_an_empty_geojson_selection_says_it_has_no_field_list(app, workspace: Pa
     fields = next(c for c in result.checks if c["name"] == "x-mapsmith:fields_preserved")
     assert fields["passed"] is False and fields["critical"] is False
     assert "empty GeoJSON carries no field list" in fields["detail"]
+
+
+# Points against Z (5..25 x 5..15): P inside at (10, 10); Q on Z's west edge at (5, 10), exactly
+# (offsets are whole metres, so the edge is represented exactly); R outside at (40, 10).
+# within: P only (Q touches the boundary, and within needs the interiors to meet) -> 1, and Q is
+# the one boundary point left out. intersects: P and Q -> 2.
+def _points(workspace: Path, keys: list[str]) -> Path:
+    where = {"P": at(10, 10), "Q": at(5, 10), "R": at(40, 10)}
+    return write_layer(workspace / "pts.gpkg", [where[k] for k in keys], "EPSG:32610", key=keys)
+
+
+def _select(app, relation: str):
+    return app.run(
+        "select_features",
+        {
+            "input_path": "pts.gpkg",
+            "relation": relation,
+            "relation_path": "zone.gpkg",
+            "output_path": f"{relation}.gpkg",
+        },
+    )
+
+
+def test_within_counts_and_names_the_points_it_leaves_on_the_boundary(app, workspace: Path, shapes: Path) -> None:
+    _points(workspace, ["P", "Q", "R"])
+    within = _select(app, "within")
+    assert read(workspace / "within.gpkg")["key"].tolist() == ["P"]
+    (criterion,) = within.answer["criteria"]
+    assert criterion["matched"] == 1 and criterion["on_boundary_not_selected"] == 1
+    (warning,) = [w for w in within.warnings if w["code"] == "ON_BOUNDARY_NOT_SELECTED"]
+    assert warning["message"].startswith("1 input feature lies exactly on the boundary")
+    assert "relation='intersects'" in warning["hint"]
+
+    intersects = _select(app, "intersects")
+    assert read(workspace / "intersects.gpkg")["key"].tolist() == ["P", "Q"]
+    assert intersects.answer["selected_count"] == 2
+    assert "on_boundary_not_selected" not in intersects.answer["criteria"][0]
+    assert not [w for w in intersects.warnings if w["code"] == "ON_BOUNDARY_NOT_SELECTED"]
+
+
+def test_within_without_boundary_points_says_nothing_about_boundaries(app, workspace: Path, shapes: Path) -> None:
+    # Clean twin: P and R only; within selects P, and no point lies on the boundary.
+    _points(workspace, ["P", "R"])
+    within = _select(app, "within")
+    assert read(workspace / "within.gpkg")["key"].tolist() == ["P"]
+    assert within.answer["criteria"][0]["on_boundary_not_selected"] == 0
+    assert not [w for w in within.warnings if w["code"] == "ON_BOUNDARY_NOT_SELECTED"]
+
+
+def test_contains_counts_the_relation_points_on_the_input_boundary(app, workspace: Path) -> None:
+    # The same rule the other way round: Z contains P but not Q, which lies on Z's edge.
+    write_layer(workspace / "zone.gpkg", [square(5, 5, 25, 15)], "EPSG:32610", zid=[1])
+    write_layer(workspace / "q.gpkg", [at(5, 10)], "EPSG:32610", key=["Q"])
+    result = app.run(
+        "select_features",
+        {"input_path": "zone.gpkg", "relation": "contains", "relation_path": "q.gpkg", "output_path": "c.gpkg"},
+    )
+    assert result.answer["selected_count"] == 0
+    assert result.answer["criteria"][0]["on_boundary_not_selected"] == 1
+    assert [w["code"] for w in result.warnings if w["code"] == "ON_BOUNDARY_NOT_SELECTED"] == [
+        "ON_BOUNDARY_NOT_SELECTED"
+    ]

@@ -266,6 +266,10 @@ class VectorRanker:
                 owners.append(index)
                 texts.append(passage)
         self._owners = np.asarray(owners, dtype=np.int64)
+        # Passages are stored document by document, so each document's passages are one run: its best cosine
+        # is a maximum.reduceat over the runs' starts (np.maximum.at, unbuffered, took 25 ms over QGIS's 400).
+        self._with_passages = np.unique(self._owners)
+        self._run_starts = np.searchsorted(self._owners, self._with_passages)
         vectors = np.asarray(encode(texts), dtype=np.float64) if texts else np.zeros((0, 0))
         self.dimensions = int(vectors.shape[1]) if vectors.size else 0
         self._mean = vectors.mean(axis=0) if vectors.size else np.zeros(self.dimensions)
@@ -287,9 +291,11 @@ class VectorRanker:
         norm = float(np.linalg.norm(q))
         if norm == 0:
             return result
-        cosines = self._passages @ (q / norm)
+        # einsum, not @: a matrix-vector product goes to BLAS, whose threads cost 5-10x more than the product
+        # itself on a loaded machine (measured: 13-22 ms against 4 ms over QGIS's 8,346 passages, 2 busy cores).
+        cosines = np.einsum("ij,j->i", self._passages, q / norm)
         best = np.full(len(self.names), -np.inf)
-        np.maximum.at(best, self._owners, cosines)
+        best[self._with_passages] = np.maximum.reduceat(cosines, self._run_starts)
         for name, value in zip(self.names, best.tolist(), strict=True):
             if value != -np.inf:
                 result[name] = round(value, _SCORE_DECIMALS)

@@ -97,6 +97,10 @@ class LineageNode:
     stopped_because: str | None = None
     # Records that claim these bytes for another layer of the same container: found, not used.
     other_layer_records: list[Path] = field(default_factory=list)
+    # An origin brought in from a URL (fetch_dataset): the URL and the record that says so. The
+    # bytes themselves are the original, so a replay re-uses them and never fetches again.
+    fetched_from: str | None = None
+    fetch_record: Path | None = None
     # Set on the root only: records under the searched folders that could not be read, any of
     # which might be a missing link.
     index_warnings: list[str] = field(default_factory=list)
@@ -275,6 +279,16 @@ def _walk(
         )
         return node
 
+    fetch = next((c for c in matching if _fetched_url(c.record) is not None), None)
+    if fetch is not None:
+        node.origin = True
+        node.fetched_from, node.fetch_record = _fetched_url(fetch.record), fetch.path
+        node.stopped_because = (
+            f"original data, fetched from {node.fetched_from} (record {fetch.path.name}): the bytes are the "
+            "original; replay re-uses them by digest and never fetches again"
+        )
+        return node
+
     # Only the current path: a global visited set would silently drop a rejoining branch.
     below = [*ancestors, (digest, layer)]
     for candidate in matching:
@@ -297,6 +311,17 @@ def _walk(
             hop.inputs.append(_walk_input(entry, position, index, below))
         node.producers.append(hop)
     return node
+
+
+def _fetched_url(record: dict[str, Any]) -> str | None:
+    """The URL a record fetched its output from, when its every input is a fetched URL (fetch_dataset)."""
+    inputs = record.get("inputs")
+    if not isinstance(inputs, list) or not inputs:
+        return None
+    if all(isinstance(i, dict) and i.get("x-mapsmith:fetched") is True for i in inputs):
+        url = inputs[0].get("path")
+        return url if isinstance(url, str) else None
+    return None
 
 
 def _walk_input(
@@ -369,6 +394,8 @@ def lineage_to_dict(node: LineageNode) -> dict[str, Any]:
     }
     if node.other_layer_records:
         out["other_layer_records"] = [p.as_posix() for p in node.other_layer_records]
+    if node.fetched_from is not None:
+        out["fetched_from"] = node.fetched_from
     if node.index_warnings:
         out["index_warnings"] = list(node.index_warnings)
     return out

@@ -207,7 +207,7 @@ def _stop(walk: _Walk, node: LineageNode, reader: Hop | None) -> dict[str, Any]:
         kind = "other_layer_only"
         why = node.stopped_because or "only records for other layers of this container claim these bytes"
         out["other_layer_records"] = [walk.app.workspace.relative_label(p) for p in node.other_layer_records]
-    elif reader is None:
+    elif reader is None and node.fetched_from is None:
         kind, why = _root_stop(walk, out)
     elif local is None:
         kind = "original_unreachable"
@@ -230,6 +230,19 @@ def _stop(walk: _Walk, node: LineageNode, reader: Hop | None) -> dict[str, Any]:
                 f"(sha256 {now}): the original changed after the chain ran"
             )
             out["sha256_now"] = now
+    if node.fetched_from is not None and kind.startswith("original"):
+        out["fetched_from"] = node.fetched_from
+        if node.fetch_record is not None:
+            out["fetch_record"] = walk.app.workspace.relative_label(node.fetch_record)
+        still = {
+            "original": f"{label} still holds those bytes",
+            "original_missing": f"there is no dataset at {label} any more: put those bytes back (sha256 above)",
+            "original_changed": f"{label} now holds other bytes: put the fetched ones back (sha256 above)",
+        }.get(kind, why)
+        why = (
+            f"original data fetched from {node.fetched_from} (record {out.get('fetch_record')}); {still}; "
+            "replay never fetches again"
+        )
     out["kind"] = kind
     out["reason"] = why
     return out

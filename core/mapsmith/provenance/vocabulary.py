@@ -41,10 +41,72 @@ PLACES: dict[str, str] = {
     "crs_decisions key": "a key of `crs_decisions`",
     "repairs key": "a key of a `repairs[]` entry",
     "input environment key": "a key of `inputs[].environment`",
+    "input key": "a key of an `inputs[]` entry",
     "output key": "a key of `output`",
 }
 
 VOCABULARY: dict[str, Extension] = {
+    # -- fetched data (plugins/opensource/mapsmith_opensource/acquire_ops.py, overpass_ops.py, stac_ops.py)
+    "x-mapsmith:fetched": Extension(
+        "input key",
+        "True on an input that is a URL MapSmith fetched (its `path` is the URL, its `sha256` the bytes received): "
+        "the dataset it produced is an original, which lineage ends at and replay never fetches again.",
+    ),
+    "x-mapsmith:digest_of": Extension(
+        "input key",
+        "What an input's `sha256` digests when it is not the whole source: for fetch_raster, the window written "
+        "(the remote GeoTIFF was read by ranges, never whole).",
+    ),
+    "x-mapsmith:fetch": Extension(
+        "parameters key",
+        "One download: the URL asked, its http(s) form, the final URL after redirects, each redirect, the HTTP "
+        "status, the address connected to, ETag, Last-Modified, Content-Type, bytes, sha256, retrieval time "
+        "and seconds.",
+    ),
+    "x-mapsmith:unpacked_member": Extension(
+        "parameters key",
+        "fetch_dataset: the one member unpacked from a zip archive the URL served (the input's digest is the "
+        "archive's).",
+    ),
+    "x-mapsmith:endpoint": Extension("parameters key", "query_overpass: the Overpass API asked."),
+    "x-mapsmith:overpass_query": Extension(
+        "parameters key", "query_overpass: the Overpass QL sent for the data, as MapSmith built it from the arguments."
+    ),
+    "x-mapsmith:osm_base": Extension(
+        "parameters key",
+        "query_overpass: the OpenStreetMap database timestamp the answer reflects (`<meta osm_base>`).",
+    ),
+    "x-mapsmith:elements_received": Extension(
+        "parameters key", "query_overpass: how many nodes, ways and relations the answer held."
+    ),
+    "x-mapsmith:attribution": Extension(
+        "parameters key", "The attribution the data's licence requires (OpenStreetMap: ODbL)."
+    ),
+    "x-mapsmith:search": Extension("parameters key", "stac_search: the catalogue URL and the search as sent."),
+    "x-mapsmith:asset_href": Extension(
+        "parameters key", "fetch_stac_asset: the asset's URL, resolved against the item's."
+    ),
+    "x-mapsmith:window": Extension(
+        "parameters key",
+        "fetch_stac_asset, fetch_raster: the window of the remote grid read (column and row offset, width, height).",
+    ),
+    "x-mapsmith:bytes_fetched": Extension(
+        "parameters key",
+        "fetch_stac_asset, fetch_raster: the bytes the range requests brought (through the policy proxy).",
+    ),
+    "x-mapsmith:item_fetch": Extension(
+        "parameters key", "fetch_stac_asset: the download of the STAC item (as `x-mapsmith:fetch`)."
+    ),
+    "x-mapsmith:fetched_url": Extension("parameters key", "fetch_raster: the http(s) form of the URL read."),
+    "x-mapsmith:osm_ids_unique": Extension(
+        "check name", "query_overpass: every feature written is one OpenStreetMap element."
+    ),
+    "x-mapsmith:bytes_as_received": Extension(
+        "check name", "fetch_dataset: the file written digests to the sha256 of the bytes received."
+    ),
+    "x-mapsmith:member_as_archived": Extension(
+        "check name", "fetch_dataset: the member unpacked from an archive has the size the archive declares."
+    ),
     # -- top-level record keys (core/mapsmith/runner.py)
     "x-mapsmith:engine_choice": Extension(
         "record key",
@@ -194,6 +256,38 @@ VOCABULARY: dict[str, Extension] = {
     "x-mapsmith:output_format": Extension(
         "parameters key",
         "`convert_format`: the GDAL/OGR driver the output was written with, chosen by the output path's extension.",
+    ),
+    "x-mapsmith:buffer_projection": Extension(
+        "crs_decisions key",
+        "buffer_layer only: how the buffers were computed. `method` `single_projection` (with `max_scale_error`, "
+        "measured over every buffer's disc, and `tolerance`) or `local_azimuthal_equidistant` (`planes`, "
+        "`plane_centres_lonlat`, the `pipeline` template, `densify_segment_m`, `max_distance_shortfall`, "
+        "`features_over_tolerance`, the rejected `single_projection` and `single_projection_max_scale_error`, "
+        "`antimeridian_rule`).",
+    ),
+    "x-mapsmith:measure_dimensions": Extension(
+        "parameters key",
+        "measure_length, measure_area: '3d' when each segment's height difference entered the lengths "
+        "(use_z=true), '2d' when the measures are horizontal.",
+    ),
+    "x-mapsmith:planar_scale_error": Extension(
+        "parameters key",
+        "A planar measure (method='planar'): how far the planar figures are from the ground (geodesic) figures "
+        "of the same features, measured at the data: relative, percent, range per feature, statement, features "
+        "compared.",
+    ),
+    "x-mapsmith:derived_fields": Extension(
+        "parameters key",
+        "Fields of the output whose values MapSmith derived from each feature's geometry: `field`, `measure`, "
+        "`method`, `written_by`, `crs` (planar areas) and `action` (written, kept, recomputed on a geometry this "
+        "run changed, dropped); the next run reads it to measure them again after a reshaping operation.",
+    ),
+    "x-mapsmith:physical_values": Extension(
+        "parameters key",
+        "Raster operations: for each raster input with a band that declares a scale or offset, per band the "
+        "scale, the offset and how its values were used (physical: stored x scale + offset; stored and copied "
+        "with the same scale and offset; or not read), and under `output` whether the written values are "
+        "physical or stored with the scale and offset the output declares.",
     ),
     "x-mapsmith:normalised_inputs": Extension(
         "parameters key",
@@ -547,7 +641,11 @@ VOCABULARY: dict[str, Extension] = {
     "x-mapsmith:chosen_by": Extension(
         "transformation key",
         "How the operation was chosen: the ranking `rule`, the `area_of_interest_lonlat` it was ranked for "
-        "(null when none was given), and how many operations were available and unavailable.",
+        "(null when none was given), how many operations were available and unavailable, every operation "
+        "`considered` with its accuracy, area of use, coverage and the `verdict` on it (`considered_not_listed` "
+        "counts those left off), the `intermediate_crs` of a path through another datum, and for a ballpark "
+        "between different datums its `ballpark` estimate (`expected_error_m`, `estimated_with`, "
+        "`sampled_at_lonlat`, `accepted_by`).",
     ),
     "x-mapsmith:better_unavailable": Extension(
         "transformation key",

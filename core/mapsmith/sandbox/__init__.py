@@ -33,6 +33,24 @@ from mapsmith.sandbox.proxy import InProcessMapSmith, SandboxedMapSmith, run_can
 __all__ = ["build_app", "run_cancellable", "SandboxedMapSmith", "InProcessMapSmith", "SandboxDecision"]
 
 
+def _network_pool_factory(environ: Mapping[str, str]) -> Callable[[MapSmith], WorkerPool]:
+    """The one worker that may open connections: started on the first fetch, never before."""
+
+    def factory(app: MapSmith) -> WorkerPool:
+        limits = Limits(environ)
+        workspace = workspace_of(app).resolve()
+        identity = Path(tempfile.mkdtemp(prefix="mapsmith-sandbox-net-"))
+        atexit.register(shutil.rmtree, identity, True)
+        worker_env = {**environ, "MAPSMITH_WORKER_MEMORY_MB": str(limits.memory_mb)}
+        command = [sys.executable, "-m", "mapsmith.sandbox.worker"]
+        plan = build_plan(worker_env, workspace, identity, command, bwrap_path() or "bwrap", network=True)
+        pool = WorkerPool(lambda: Worker(plan.argv, workspace, limits.memory_mb), 1, limits.timeout_s)
+        atexit.register(pool.close)
+        return pool
+
+    return factory
+
+
 def _pool_factory(environ: Mapping[str, str]) -> Callable[[MapSmith], tuple[WorkerPool, Limits]]:
     def factory(app: MapSmith) -> tuple[WorkerPool, Limits]:
         limits = Limits(environ)
@@ -77,7 +95,7 @@ def build_app(environ: Mapping[str, str] | None = None, *, prestart: bool = True
         if decision.setting == "auto" and env.get("MAPSMITH_WORKSPACE"):
             print(f"mapsmith: engines run in-process, without the OS sandbox: {decision.reason}", file=sys.stderr)
         return InProcessMapSmith(decision, env)
-    app = SandboxedMapSmith(decision, _pool_factory(env), env)
+    app = SandboxedMapSmith(decision, _pool_factory(env), env, network_pool_factory=_network_pool_factory(env))
     if prestart:
         app.pool.prestart()
     return app

@@ -66,6 +66,8 @@ ETC_ENTRIES = (
     "/etc/qgis",
     "/etc/matplotlibrc",
 )
+# Only for the worker that fetches (mapsmith.fetch): name resolution and the TLS trust store.
+NETWORK_ETC_ENTRIES = ("/etc/resolv.conf", "/etc/host.conf", "/etc/gai.conf", "/etc/ssl", "/etc/ca-certificates")
 SANDBOX_HOME = "/tmp/home"
 SANDBOX_HOSTNAME = "mapsmith-sandbox"
 
@@ -230,14 +232,25 @@ def plugin_files(environ: Mapping[str, str]) -> dict[str, list[Path]]:
 
 
 def build_plan(
-    environ: Mapping[str, str], workspace: Path, identity_dir: Path, command: list[str], bwrap: str = "bwrap"
+    environ: Mapping[str, str],
+    workspace: Path,
+    identity_dir: Path,
+    command: list[str],
+    bwrap: str = "bwrap",
+    *,
+    network: bool = False,
 ) -> SandboxPlan:
     """The bwrap argv for ``command``. Order matters: bwrap applies mounts in sequence, so the private
-    /tmp comes before the workspace (which may live under /tmp) and the software binds come last."""
+    /tmp comes before the workspace (which may live under /tmp) and the software binds come last.
+
+    ``network`` is for the fetch worker alone: the host's network namespace is shared (and resolv.conf
+    and the TLS trust store are visible) so that ``mapsmith.fetch`` can reach the hosts the operator
+    allows; the files it sees are the same as every worker's."""
     workspace = workspace.resolve()
     argv = [
         bwrap,
         "--unshare-all",  # user (when allowed), ipc, pid, net, uts, cgroup: loopback is the only network
+        *(["--share-net"] if network else []),
         "--die-with-parent",  # the server's death takes the worker with it
         "--new-session",  # no TIOCSTI into the server's terminal
         "--clearenv",
@@ -262,7 +275,7 @@ def build_plan(
         elif p.is_dir():
             argv += ["--ro-bind", tree, tree]
             read_only.append(tree)
-    for entry in ETC_ENTRIES:
+    for entry in ETC_ENTRIES + (NETWORK_ETC_ENTRIES if network else ()):
         if os.path.lexists(entry):
             argv += ["--ro-bind", entry, entry]
             read_only.append(entry)

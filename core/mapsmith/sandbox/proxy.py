@@ -45,15 +45,38 @@ class SandboxedMapSmith(MapSmith):
         environ: Mapping[str, str] | None = None,
         extra_plugins: Iterable[tuple[str, object]] = (),
         load_entry_points: bool = True,
+        *,
+        network_pool_factory: Callable[[MapSmith], WorkerPool] | None = None,
     ) -> None:
         super().__init__(environ, extra_plugins, load_entry_points)
         self.sandbox = decision
         self.pool, self.limits = pool_factory(self)
+        # Calls that fetch (mapsmith.fetch.NETWORK_OPERATIONS, and plans with such a step) go to a worker
+        # that shares the host's network; every other call keeps workers that have none. Started on the
+        # first such call, and only when the operator allows fetching at all.
+        self._network_pool_factory = network_pool_factory
+        self._network_pool: WorkerPool | None = None
+        self._network_lock = threading.Lock()
+
+    def _pool_for(self, operations: Iterable[str]) -> WorkerPool:
+        from mapsmith.fetch import NETWORK_OPERATIONS
+        from mapsmith.fetch.policy import ALLOW_ENV
+
+        if self._network_pool_factory is None or not self.environ.get(ALLOW_ENV, "").strip():
+            return self.pool  # fetching is off: the operation refuses with FETCH_DISABLED in a plain worker
+        if not NETWORK_OPERATIONS.intersection(operations):
+            return self.pool
+        with self._network_lock:
+            if self._network_pool is None:
+                self._network_pool = self._network_pool_factory(self)
+            return self._network_pool
 
     # -- the forwarded methods -------------------------------------------------------------------
 
-    def _call(self, method: str, args: dict[str, Any], progress: Progress = None) -> Any:
-        result = self.pool.call(method, args, progress, key=threading.get_ident())
+    def _call(
+        self, method: str, args: dict[str, Any], progress: Progress = None, pool: WorkerPool | None = None
+    ) -> Any:
+        result = (pool or self.pool).call(method, args, progress, key=threading.get_ident())
         if not isinstance(result, dict):  # every forwarded method answers an object
             raise MapSmithError(
                 f"the engine worker's reply to {method} is not an object",
@@ -65,7 +88,9 @@ class SandboxedMapSmith(MapSmith):
 
     def run(self, operation: str, arguments: Mapping[str, Any], progress: Progress = None) -> OperationResult:
         self._load_toolbox_for(operation)
-        data = self._call("run", {"operation": operation, "arguments": dict(arguments)}, progress)
+        data = self._call(
+            "run", {"operation": operation, "arguments": dict(arguments)}, progress, self._pool_for([operation])
+        )
         try:
             return OperationResult(**data)
         except TypeError as exc:  # the worker's reply is not an operation result: never trust it as one
@@ -78,10 +103,15 @@ class SandboxedMapSmith(MapSmith):
 
     def execute_plan(self, plan: Mapping[str, Any], progress: Progress = None) -> dict[str, Any]:
         steps = plan.get("steps")
-        for step in steps if isinstance(steps, list) else []:
-            if isinstance(step, Mapping) and isinstance(step.get("operation"), str):
-                self._load_toolbox_for(step["operation"])
-        return dict(self._call("execute_plan", {"plan": dict(plan)}, progress))
+        operations = [
+            step["operation"]
+            for step in (steps if isinstance(steps, list) else [])
+            if isinstance(step, Mapping) and isinstance(step.get("operation"), str)
+        ]
+        for operation in operations:
+            self._load_toolbox_for(operation)
+        # A plan that starts with a fetch runs whole in the network worker: a plan is one call in one worker.
+        return dict(self._call("execute_plan", {"plan": dict(plan)}, progress, self._pool_for(operations)))
 
     def _load_toolbox_for(self, operation: str) -> None:
         """A toolbox operation (``qgis:*``) is loaded here first: the server process writes the toolbox's
@@ -98,14 +128,14 @@ class SandboxedMapSmith(MapSmith):
     def explain_plan(self, plan: Mapping[str, Any]) -> dict[str, Any]:
         return dict(self._call("explain_plan", {"plan": dict(plan)}))
 
-    def get_provenance(self, path: str) -> dict[str, Any]:
-        return dict(self._call("get_provenance", {"path": path}))
+    def get_provenance(self, path: str, layer: str | None = None) -> dict[str, Any]:
+        return dict(self._call("get_provenance", {"path": path, "layer": layer}))
 
-    def get_lineage(self, path: str) -> dict[str, Any]:
-        return dict(self._call("get_lineage", {"path": path}))
+    def get_lineage(self, path: str, layer: str | None = None) -> dict[str, Any]:
+        return dict(self._call("get_lineage", {"path": path, "layer": layer}))
 
-    def replay(self, path: str) -> dict[str, Any]:
-        return dict(self._call("replay", {"path": path}))
+    def replay(self, path: str, layer: str | None = None) -> dict[str, Any]:
+        return dict(self._call("replay", {"path": path, "layer": layer}))
 
     def preview_map(self, paths: Any, **options: Any) -> dict[str, Any]:
         return dict(self._call("preview_map", {"paths": paths, "options": options}))
@@ -123,10 +153,13 @@ class SandboxedMapSmith(MapSmith):
 
     def cancel(self, key: Any) -> bool:
         """Stop the call a thread is waiting on (its worker is killed and replaced); True if one was running."""
-        return self.pool.cancel(key)
+        network = self._network_pool
+        return self.pool.cancel(key) or (network is not None and network.cancel(key))
 
     def close(self) -> None:
         self.pool.close()
+        if self._network_pool is not None:
+            self._network_pool.close()
 
 
 async def run_cancellable(app: MapSmith, fn: Callable[[], T]) -> T:

@@ -108,7 +108,7 @@ def dispatch(app: Any, method: str, args: dict[str, Any], progress: Any) -> Any:
         return app.export_map(args["paths"], args["output_path"], bool(args.get("overwrite")), **options)
     if method in ("validate_plan", "explain_plan"):
         return getattr(app, method)(args["plan"])
-    return getattr(app, method)(args["path"])
+    return getattr(app, method)(args["path"], args.get("layer"))  # get_provenance, get_lineage, replay
 
 
 def serve(app: Any, proto_in: IO[bytes], proto_out: IO[bytes], memory_mb: int | None) -> None:

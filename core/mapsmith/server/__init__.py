@@ -145,7 +145,7 @@ def build_server(app: MapSmith) -> Server[Any]:
         path = args.get("path")
         if not isinstance(path, str):
             raise ArgumentError("get_provenance needs 'path'", code="MISSING_ARGUMENT", hint="pass the dataset path")
-        return await run_cancellable(app, lambda: app.get_provenance(path))
+        return await run_cancellable(app, lambda: app.get_provenance(path, layer_argument(args)))
 
     def plan_argument(args: dict[str, Any]) -> dict[str, Any]:
         plan = args.get("plan")
@@ -156,6 +156,9 @@ def build_server(app: MapSmith) -> Server[Any]:
                 hint='pass plan={"goal": "...", "steps": [{"id": "a", "operation": "...", "arguments": {...}}]}',
             )
         return plan
+
+    def layer_argument(args: dict[str, Any]) -> Any:
+        return args.get("layer")  # checked by the app: a wrong type is refused, not ignored
 
     def path_argument(args: dict[str, Any], tool: str) -> str:
         path = args.get("path")
@@ -192,11 +195,11 @@ def build_server(app: MapSmith) -> Server[Any]:
 
     async def get_lineage(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
         path = path_argument(args, "get_lineage")
-        return await run_cancellable(app, lambda: app.get_lineage(path))
+        return await run_cancellable(app, lambda: app.get_lineage(path, layer_argument(args)))
 
     async def replay(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
         path = path_argument(args, "replay")
-        return await run_cancellable(app, lambda: app.replay(path))
+        return await run_cancellable(app, lambda: app.replay(path, layer_argument(args)))
 
     def map_arguments(args: dict[str, Any]) -> dict[str, Any]:
         return {k: args[k] for k in ("max_features_per_layer", "simplify_meters", "background") if k in args}

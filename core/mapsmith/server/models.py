@@ -106,8 +106,8 @@ class CandidateReply(_Reply):
 
 
 class DiscoveryReply(_Reply):
-    status: Literal["choose", "ranked", "unsure", "empty"]
-    engine: Literal["lexical", "vector"]
+    status: Literal["choose", "ranked", "unsure", "relaxed", "none", "empty"]
+    engine: Literal["lexical", "vector", "fusion"]
     query: str
     candidates: list[CandidateReply]
     count: int

@@ -201,7 +201,10 @@ _VALIDATE_PLAN_SCHEMA = _plan_schema(
 _PLAN_SCHEMA = _plan_schema("A plan, in validate_plan's form.")
 _PATH_SCHEMA = {
     "type": "object",
-    "properties": {"path": {"type": "string", "description": "A dataset MapSmith wrote."}},
+    "properties": {
+        "path": {"type": "string", "description": "A dataset MapSmith wrote."},
+        "layer": {"type": "string", "description": "Its layer, in a container of several."},
+    },
     "required": ["path"],
     "additionalProperties": False,
 }
@@ -239,10 +242,10 @@ def _service_tools() -> list[Tool]:
         Tool(
             name="list_operations",
             title="Find an operation",
-            description="Find the operation for a task: describe it in query, and declare only what you know "
-            "for certain to narrow the catalog. status 'choose' lists every remaining operation, ordered; "
-            "'ranked' the best and how many more; 'unsure' both rankers' guesses and a question; 'empty' which "
-            "facet removed what. 'planned' candidates do not run yet.",
+            description="Find an operation: describe the task in query; declare only what you know for certain. "
+            "status 'choose' lists all that remain; 'ranked' the best, how many more; 'unsure' both rankers' "
+            "guesses; 'none' nothing fits; 'relaxed' produces was dropped; 'empty' which facet removed what. "
+            "'planned' won't run yet.",
             input_schema=_LIST_OPERATIONS_SCHEMA,
             annotations=_READ_ONLY,
         ),
@@ -253,7 +256,8 @@ def _service_tools() -> list[Tool]:
             "before any file is touched. Unknown names are answered with the closest ones. Every operation tool "
             "(buffer_layer, run_sql, ...) replies in this tool's output schema; one that writes takes "
             "output_path, with its provenance manifest written beside it, and overwrite, which replaces an "
-            "earlier output and manifest but never an input.",
+            "earlier output and manifest but never an input. Their argument notes are abridged; "
+            "list_operations gives each operation's parameters whole.",
             input_schema=_RUN_OPERATION_SCHEMA,
             annotations=_WRITES,
         ),
@@ -342,6 +346,13 @@ def _tool_description(contract: Any) -> str:
     return f"{contract.summary} {apart}"
 
 
+# A dedicated tool's argument notes keep their whole sentences up to this many characters; the rest is
+# in list_operations (its candidates' ``parameters``) and in run_operation's refusals. Measured: the
+# full notes cost about 5,600 characters of tools/list (a seventh of its budget), mostly in syntax
+# notes an agent reads when it uses that argument, not when it picks a tool.
+ABRIDGED_NOTE_CHARS = 180
+
+
 def list_tools(app: MapSmith) -> list[Tool]:
     """Every tool, in the order a client lists them: the service tools, then one per dedicated operation."""
     tools = _service_tools()
@@ -354,7 +365,7 @@ def list_tools(app: MapSmith) -> list[Tool]:
                 name=name,
                 title=contract.title,
                 description=_tool_description(contract),
-                input_schema=contract.input_schema(),
+                input_schema=contract.input_schema(note_chars=ABRIDGED_NOTE_CHARS),
                 annotations=_WRITES if contract.writes_dataset else _READ_ONLY,
             )
         )

@@ -227,8 +227,17 @@ def input_not_empty(info: DatasetInfo, argument: str) -> tuple[Check, RunWarning
 
 
 def inputs_may_intersect(
-    first: DatasetInfo, second: DatasetInfo, arg1: str, arg2: str
+    first: DatasetInfo,
+    second: DatasetInfo,
+    arg1: str,
+    arg2: str,
+    *,
+    needed: bool = True,
+    operation: str = "this operation",
 ) -> tuple[Check, RunWarning | None]:
+    """Whether two inputs' extents meet. ``needed=False`` (the contract's ``needs_overlapping_inputs``)
+    is for an operation whose answer does not depend on overlap (a nearest search): the extents are
+    still recorded, but inputs lying apart pass and raise no warning, since nothing will be empty."""
     a, b = first.bounds_lonlat, second.bounds_lonlat
     if a is None or b is None:
         return Check("inputs_may_intersect", True, "extent unknown for one input; not compared", critical=False), None
@@ -236,6 +245,9 @@ def inputs_may_intersect(
     detail = f"{arg1} lon/lat extent {_fmt_bounds(a)} and {arg2} extent {_fmt_bounds(b)} " + (
         "overlap" if overlap else "do not overlap"
     )
+    if not needed:
+        detail += f"; {operation} does not need them to (its contract: needs_overlapping_inputs = false)"
+        return Check("inputs_may_intersect", True, detail, critical=False), None
     check = Check("inputs_may_intersect", overlap, detail, critical=False)
     warning = (
         None

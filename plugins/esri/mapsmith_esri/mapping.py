@@ -253,7 +253,7 @@ def _measure_validate(ctx: RunContext) -> None:
         raise _refuse(
             "measure_area",
             "method='planar'",
-            "the equal-area check the contract requires is not mapped to ArcGIS yet",
+            "the planar scale error the contract records at the data is not mapped to ArcGIS yet",
             f"use method='geodesic' (the default), or {FALLBACK_HINT}",
         )
     if "area_m2" in ctx.inputs["input_path"].fields:

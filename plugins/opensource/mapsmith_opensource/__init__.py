@@ -95,7 +95,12 @@ OPERATION_MODULES = (
     "buffer_ops",
     "measures",
     "overlay_ops",
-    "join_ops",
+    "join_ops.spatial_join",
+    "join_ops.spatial_join_duckdb",
+    "join_ops.nearest",
+    "join_ops.points_in_polygons",
+    "join_ops.apportion",
+    "join_ops.attributes",
     "geometry_ops",
     "select_ops",
     "crs_ops",
@@ -106,7 +111,14 @@ OPERATION_MODULES = (
     "terrain_ops",
     "hydrology_ops",
     "sql_ops",
-    "sedonadb_ops",  # SedonaDB engines, preferred when installed and eligible (see its eligibility rules)
+    "acquire_ops",  # fetch_dataset: in the sandbox, the one worker with a network (mapsmith.fetch)
+    "overpass_ops",  # query_overpass: the same
+    "stac_ops",  # stac_search, fetch_stac_asset: the same
+    # SedonaDB engines, preferred when installed and eligible (see sedonadb_ops' eligibility rules)
+    "sedonadb_ops",
+    "sedonadb_points",
+    "sedonadb_overlay",
+    "sedonadb_nearest",
 )
 
 

@@ -177,8 +177,15 @@ def invalid_input_error(
 
 
 def write_output(ctx: RunContext, gdf: gpd.GeoDataFrame) -> None:
-    """Write the result to the run's temporary output, refusing what the format cannot hold."""
+    """Write the result to the run's temporary output, refusing what the format cannot hold.
+
+    Derived fields (a measure this run took, or one an earlier run wrote that this run's reshaping made
+    stale) are first made true of the geometries written: ``derived.refresh``.
+    """
+    from mapsmith_opensource.derived import refresh
+
     assert ctx.temp_output is not None
+    gdf = refresh(ctx, gdf)
     suffix = ctx.temp_output.suffix.lower()
     if suffix in (".geojson", ".json"):
         label = crs_label(gdf.crs) if gdf.crs is not None else None
@@ -239,8 +246,17 @@ def transform_frame(gdf: gpd.GeoDataFrame, transformer: Transformer, target: CRS
         x, y = transformer.transform(coords[:, 0], coords[:, 1])
         return np.column_stack([x, y])
 
+    def fn_z(coords: Any) -> Any:
+        x, y, z = transformer.transform(coords[:, 0], coords[:, 1], coords[:, 2])
+        return np.column_stack([x, y, z])
+
+    geoms = gdf.geometry.values
+    moved = shapely.transform(geoms, fn)
+    has_z = shapely.has_z(geoms)
+    if has_z.any():  # Z kept where there is one: a 2-D transform would drop it silently
+        moved[has_z] = shapely.transform(geoms[has_z], fn_z, include_z=True)
     out = gdf.copy()
-    return out.set_geometry(shapely.transform(gdf.geometry.values, fn), crs=target)
+    return out.set_geometry(moved, crs=target)
 
 
 def scale_distortion(crs: CRS, lonlat: tuple[float, ...] | None) -> float | None:

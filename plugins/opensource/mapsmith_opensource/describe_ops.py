@@ -8,7 +8,7 @@ raster's georeferencing when the file's tags and a sidecar disagree.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mapsmith.errors import InputError
 from mapsmith.paging import page
@@ -112,7 +112,8 @@ def _describe_raster(ctx: RunContext, path: Path) -> None:
         "bands": bands,
         "georeferencing": georef,
     }
-    if georef["conflict"]:
+    if georef["conflict"] and not georef["GDAL_GEOREF_SOURCES"]:
+        _withhold_position(ctx.answer, georef)
         ctx.answer["georeferencing_warning"] = (
             "the file's own tags and a sidecar disagree on where this raster lies (see georeferencing.readings); "
             "operations that compute on it will refuse until one is chosen: remove the sidecar, or run with "
@@ -120,5 +121,27 @@ def _describe_raster(ctx: RunContext, path: Path) -> None:
         )
     if info.crs_wkt is None:
         ctx.answer["crs_warning"] = "no CRS declared: operations that compute on this raster will refuse it"
-    if grid["rotated"]:
+    if grid["rotated"] and ctx.answer["grid"]["rotated"] is not None:
         ctx.answer["grid_warning"] = "rotated geotransform: operations will refuse it until it is resampled north-up"
+
+
+# What a raster's position decides: withheld at the top level when its readings disagree.
+POSITION_KEYS = ("transform", "res", "north_up", "south_up", "rotated")
+CRS_KEYS = ("crs", "crs_is_geographic")
+
+
+def _withhold_position(answer: dict[str, Any], georef: dict[str, Any]) -> None:
+    """Two georeferencings and no choice made: the top level names neither reading. The grid's position
+    (and the CRS, when the readings disagree on it too) is null, pointing at georeferencing.readings,
+    where every reading is listed with its source; picking GDAL's own order would be picking one."""
+    pointer = "georeferencing.readings (the readings disagree; none is chosen here)"
+    for key in POSITION_KEYS:
+        answer["grid"][key] = None
+    answer["grid"]["position_from"] = pointer
+    described = answer["described"]
+    described["bounds"] = described["bounds_lonlat"] = None
+    crss = {r["crs"] for r in georef["readings"] if r["crs"] is not None}
+    if len(crss) > 1:
+        for key in CRS_KEYS:
+            described[key] = None
+    described["position_from"] = pointer

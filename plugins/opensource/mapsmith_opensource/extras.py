@@ -14,6 +14,7 @@ from mapsmith.registry import Unavailable
 EXTRAS = {
     "raster": ("rasterio", "exactextract"),
     "whitebox": ("rasterio", "whitebox_workflows"),
+    "stac": ("rasterio", "pystac_client"),
 }
 
 
@@ -36,3 +37,8 @@ def raster() -> Unavailable | None:
 def whitebox() -> Unavailable | None:
     """Whitebox Workflows (open tier) and rasterio."""
     return _missing("whitebox")
+
+
+def stac() -> Unavailable | None:
+    """pystac-client, and rasterio for the range reads."""
+    return _missing("stac")

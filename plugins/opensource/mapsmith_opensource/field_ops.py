@@ -13,10 +13,12 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING, Any
 
-from mapsmith import calculations
+from mapsmith import calculations, derived_fields
 from mapsmith.crs import crs_label
 from mapsmith.errors import ArgumentError, InputError
 from mapsmith_opensource.common import read_input, set_engine, write_output
+from mapsmith_opensource.derived import measurable
+from mapsmith_opensource.measure_lengths import warn_measured_in_2d
 from mapsmith_opensource.measures import claim_output_field, ellipsoid_name, geodesic_measures
 
 if TYPE_CHECKING:
@@ -233,6 +235,8 @@ def calculate_field(ctx: RunContext) -> None:
     # Parse before reading anything: a malformed expression is refused at once, with its position.
     expression = calculations.parse(args["expression"], argument="expression")
     gdf = read_input(ctx)
+    if derived_fields.own_fields("calculate_field", ctx.arguments):
+        gdf = measurable(ctx, gdf)  # a value of the geometry written, never of an invalid ring
     field = args["output_field"]
     replaced = claim_output_field(ctx, gdf, field, overwrite=bool(args["overwrite_field"]))
     refuse_reserved_names(ctx, [field], "output_field")
@@ -298,6 +302,12 @@ def _measures(ctx: RunContext, gdf: gpd.GeoDataFrame, wanted: tuple[str, ...]) -
     crs = gdf.crs
     if {"area", "length", "perimeter"} & set(wanted):
         lengths, areas = geodesic_measures(gdf)
+        warn_measured_in_2d(
+            ctx,
+            gdf,
+            "$area, $length and $perimeter",
+            "they are horizontal; measure_length with use_z=true gives lengths along the slope",
+        )
         values.update({"area": areas, "length": lengths, "perimeter": lengths})
         ctx.crs_decisions.update(
             {

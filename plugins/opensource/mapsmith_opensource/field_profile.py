@@ -1,6 +1,7 @@
 """What each field of a layer holds, as the engine reads it: type, null count, a few sample values.
 
-For describe_dataset. The type is the reading engine's own: GDAL's field type and subtype for what
+For describe_dataset. The type is the reading engine's own: Arrow's for a CSV or a JSON array of
+records (read as the operations that take tables read them), GDAL's field type and subtype for what
 pyogrio opens (``Integer64``, ``String(JSON)``, ``Integer(Boolean)``), the Arrow type for GeoParquet
 (nested types spelled out whole, ``struct<city: string, zip: int32>``), with every nested leaf listed
 once by its full path (``address.city``, ``tags[]``) so two leaves called ``id`` stay two names. The
@@ -21,6 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from mapsmith.errors import InputError
 from mapsmith_opensource import io
 
 __all__ = ["SAMPLE_CHARS", "SAMPLE_VALUES", "field_profiles"]
@@ -34,6 +36,15 @@ def field_profiles(path: Path, layer: str | None) -> list[dict[str, Any]]:
     """One record per attribute field of ``path``/``layer``, in the layer's order."""
     if io.is_parquet(path):
         types, nested, batches = _parquet(path)
+    elif io._is_json_array(path):
+        types, nested, batches = _table(path)
+    elif path.suffix.lower() in (".csv", ".tsv"):
+        try:
+            types, nested, batches = _table(path)
+        except InputError:
+            # Not a table the table operations can read (rows of unequal width, bytes that do not decode):
+            # described as GDAL's CSV driver reads it, which is what the layer operations would see.
+            types, nested, batches = _ogr(path, layer)
     else:
         types, nested, batches = _ogr(path, layer)
     nulls = dict.fromkeys(types, 0)
@@ -89,6 +100,17 @@ def _ogr(path: Path, layer: str | None) -> tuple[dict[str, str], dict[str, list[
             yield from reader
 
     return types, {}, batches()
+
+
+def _table(path: Path) -> tuple[dict[str, str], dict[str, list[dict[str, str]]], Iterable[Any]]:
+    """A CSV or a JSON array of records, typed as the operations that take tables read it
+    (``tables.read_table``: pyarrow's type inference, so a column of 1, 2, 3 is int64, not GDAL's String)."""
+    from mapsmith_opensource.tables import read_table
+
+    table = read_table(path)
+    types = {f.name: str(f.type) for f in table.schema}
+    nested = {f.name: _leaves(f.name, f.type) for f in table.schema}
+    return types, nested, table.to_batches(max_chunksize=_BATCH_ROWS)
 
 
 def _parquet(path: Path) -> tuple[dict[str, str], dict[str, list[dict[str, str]]], Iterable[Any]]:

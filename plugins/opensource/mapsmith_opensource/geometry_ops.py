@@ -27,9 +27,8 @@ from mapsmith_opensource.common import (
     to_metric,
     write_output,
 )
-from mapsmith_opensource.measures import (
-    MAX_ANSWER_ROWS,
-)
+from mapsmith_opensource.derived import measurable
+from mapsmith_opensource.measure_lengths import warn_measured_in_2d, warn_z_dropped
 from mapsmith_opensource.measures import absent as _absent
 from mapsmith_opensource.measures import ellipsoid_name as _ellipsoid
 from mapsmith_opensource.measures import geodesic_measures as _geodesic_measures
@@ -53,6 +52,8 @@ REGISTRATIONS = (
     Registration("nearest_neighbour_index", "nearest_neighbour_index"),
 )
 
+# repair_geometries lists this many repaired features in full in the manifest (the answer pages all).
+MANIFEST_ROWS = 200
 # A check compares distances computed in two ways; this much relative slack absorbs float rounding.
 RELATIVE_SLACK = 1e-9
 
@@ -68,6 +69,7 @@ def simplify_layer(ctx: RunContext) -> None:
     tolerance = ctx.arguments["tolerance_meters"]
     preserve = ctx.arguments["preserve_topology"]
     gdf = read_input(ctx)
+    before_input = gdf.geometry.values
     metric = to_metric(ctx, gdf, "simplified")
     units = metric.units(tolerance)
     ctx.parameters["x-mapsmith:tolerance_in_analysis_units"] = units
@@ -154,6 +156,14 @@ def simplify_layer(ctx: RunContext) -> None:
         f"{int(vertices_after.sum())}; line length {_fmt(ctx.answer['line_length_m'])} m; polygon area "
         f"{_fmt(ctx.answer['polygon_area_m2'])} m2"
     )
+    warn_measured_in_2d(
+        ctx,
+        gdf,
+        "the lengths, perimeters and areas before and after simplification",
+        "the simplification itself keeps each vertex's Z; use measure_length with use_z=true on the output for "
+        "lengths along the slope",
+    )
+    warn_z_dropped(ctx, before_input, out.geometry.values, "they were simplified in a 2-D analysis CRS")
     if emptied:
         ctx.warn(
             "SIMPLIFIED_TO_EMPTY",
@@ -175,7 +185,7 @@ def centroid_layer(ctx: RunContext) -> None:
     import shapely
 
     set_engine(ctx)
-    gdf = read_input(ctx)
+    gdf = measurable(ctx, read_input(ctx))
     metric = to_metric(ctx, gdf, "reduced to centroids")
     geoms = metric.frame.geometry.values
     centroids = shapely.centroid(geoms)
@@ -183,11 +193,13 @@ def centroid_layer(ctx: RunContext) -> None:
     outside = _indices(polygons & ~shapely.within(centroids, geoms))
     out = metric.back(ctx, metric.frame.set_geometry(centroids, crs=metric.crs))
     without = _indices(_absent(geoms))
+    shown, window = page(outside, ctx.arguments)  # every index readable, a page at a time (mapsmith.paging)
     ctx.answer = {
         "feature_count": len(gdf),
         "computed_in": crs_label(metric.crs),
         "centroids_outside_their_polygon": len(outside),
-        "outside_feature_indices": outside[:MAX_ANSWER_ROWS],
+        "outside_feature_indices": shown,
+        "page": window,
         "features_without_geometry": len(without),
     }
     if outside:
@@ -197,6 +209,7 @@ def centroid_layer(ctx: RunContext) -> None:
             "a centroid is the centre of mass, which a C- or L-shape does not contain",
             "use point_on_surface for a point guaranteed inside each polygon (labels, joins by location)",
         )
+    warn_z_dropped(ctx, gdf.geometry.values, out.geometry.values, "a centroid is computed in 2-D (GEOS)")
     if without:
         ctx.notes.append(f"{len(without)} features have no geometry and are written without a centroid")
     write_output(ctx, out)
@@ -209,7 +222,7 @@ def point_on_surface(ctx: RunContext) -> None:
     import shapely
 
     set_engine(ctx)
-    gdf = read_input(ctx)
+    gdf = measurable(ctx, read_input(ctx))
     _native_crs_decision(
         ctx,
         gdf,
@@ -241,6 +254,7 @@ def point_on_surface(ctx: RunContext) -> None:
         "points_on_lines": int(lines.sum()) - len([i for i in failures if lines[i]]),
         "features_without_geometry": len(without),
     }
+    warn_z_dropped(ctx, geoms, points, "GEOS placed their point inside the feature in 2-D")
     if without:
         ctx.notes.append(f"{len(without)} features have no geometry and are written without a point")
     write_output(ctx, gdf.set_geometry(points, crs=gdf.crs))
@@ -310,13 +324,15 @@ def convex_hull(ctx: RunContext) -> None:
     )
     written = [i for i in range(len(out)) if not _absent(hull_values[i : i + 1])[0]]
     areas = geodesic_areas(out.iloc[written]) if written else []
+    shown, window = page(degenerate, ctx.arguments)  # every degenerate hull readable, a page at a time
     ctx.answer = {
         "group_all": group_all,
         "hull_count": len(written),
         "total_hull_area_m2": float(sum(areas)),
         "area_measured": f"geodesic, on the {_ellipsoid(gdf)} ellipsoid",
-        "degenerate_hulls": degenerate[:MAX_ANSWER_ROWS],
+        "degenerate_hulls": shown,
         "degenerate_count": len(degenerate),
+        "page": window,
         "features_without_geometry": int(absent.sum()),
     }
     if degenerate:
@@ -327,9 +343,15 @@ def convex_hull(ctx: RunContext) -> None:
             f"{[d['feature_index'] for d in degenerate[:20]]})",
             "group_all=true makes one hull of all features; buffer_layer first if an area around them is wanted",
         )
+    warn_measured_in_2d(
+        ctx, gdf, "hull areas", "a hull is a footprint: its area is horizontal, as measure_area gives it"
+    )
+    if not group_all:
+        warn_z_dropped(ctx, geoms, hull_values, "a convex hull is computed in 2-D (GEOS)")
     if absent.any():
         ctx.notes.append(f"{int(absent.sum())} features have no geometry and contribute to no hull")
     write_output(ctx, out)
+    assert ctx.temp_output is not None  # write_output wrote it
     count = io.inspect(ctx.temp_output, None).feature_count
     ctx.check(
         "feature_count_exact",
@@ -389,17 +411,25 @@ def repair_geometries(ctx: RunContext) -> None:
         "feature_count": len(before),
         "invalid_before": len(invalid),
         "invalid_after": len(still_invalid),
+        "emptied_count": len(emptied),
         "by_reason": by_reason,
-        "repaired_feature_indices": invalid[:MAX_ANSWER_ROWS],
-        "emptied_feature_indices": emptied[:MAX_ANSWER_ROWS],
         "lower_dimension_parts_dropped": int(helper.get("lower_dimension_parts_dropped", 0)),
-        "truncated": len(invalid) > MAX_ANSWER_ROWS,
     }
-    ctx.parameters["x-mapsmith:repair_report"] = {**report, "repaired": repaired[:MAX_ANSWER_ROWS]}
+    # The manifest keeps the first MANIFEST_ROWS features in full (a record must stay readable); the
+    # answer pages through all of them, so an agent can read every repaired feature.
+    ctx.parameters["x-mapsmith:repair_report"] = {
+        **report,
+        "repaired": repaired[:MANIFEST_ROWS],
+        "repaired_listed": min(len(repaired), MANIFEST_ROWS),
+    }
+    shown, window = page(repaired, ctx.arguments)
     ellipsoid = _ellipsoid(before)
     ctx.answer = {
         **report,
-        "repaired": repaired[:MAX_ANSWER_ROWS],
+        "repaired": shown,
+        "repaired_feature_indices": [e["feature_index"] for e in shown],
+        "emptied_feature_indices": [e["feature_index"] for e in shown if e["empty_after"]],
+        "page": window,
         "measured": f"areas and lengths geodesic on the {ellipsoid} ellipsoid; an invalid polygon's area is "
         "the sum of its rings as drawn (a bow-tie's two lobes cancel)",
     }
@@ -410,6 +440,13 @@ def repair_geometries(ctx: RunContext) -> None:
         f"{report['lower_dimension_parts_dropped']} lower-dimension parts were dropped to keep each "
         "feature's dimension; valid features were written unchanged"
     )
+    if invalid:
+        warn_measured_in_2d(
+            ctx,
+            before.iloc[invalid],
+            "the areas and lengths before and after repair",
+            "make_valid keeps Z; use measure_length with use_z=true on the output for lengths along the slope",
+        )
     ctx.check(
         "x-mapsmith:features_not_emptied",
         not emptied,

@@ -50,8 +50,8 @@ def is_raster(path: Path) -> bool:
 def list_layers(path: Path) -> list[str]:
     if is_raster(path):
         return []  # a raster's bands are not layers
-    if is_parquet(path):
-        return [path.stem]
+    if is_parquet(path) or _is_json_array(path):
+        return [path.stem]  # one dataset: a GeoParquet layer, or a table
     import pyogrio
 
     source, _ = vector_source(path)
@@ -270,6 +270,60 @@ def _parquet_info(path: Path) -> tuple[Any, int, tuple[str, ...], tuple[float, .
     return crs, meta.num_rows, tuple(column.get("geometry_types", ())), bbox, fields
 
 
+def _is_json_array(path: Path) -> bool:
+    """A .json whose first non-blank byte opens an array: records (a table), not GeoJSON (an object)."""
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return False
+    with path.open("rb") as f:
+        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"[")
+
+
+def _plain_table(path: Path) -> DatasetInfo | None:
+    """A Parquet file without GeoParquet metadata, or a JSON array of records: a table, described from
+    its schema and row count. None for anything else. The JSON is parsed whole (``tables.read_table``,
+    which also refuses what is not an array of flat records): JSON has no header to read instead."""
+    if is_parquet(path):
+        import pyarrow.parquet as pq
+
+        try:
+            meta = pq.read_metadata(path)
+        except Exception as exc:
+            raise _unreadable(path, exc) from exc
+        if (meta.metadata or {}).get(b"geo"):
+            return None
+        count, fields, driver = meta.num_rows, tuple(meta.schema.names), "Parquet"
+    elif _is_json_array(path):
+        from mapsmith_opensource.tables import read_table
+
+        table = read_table(path)
+        count, fields, driver = table.num_rows, tuple(table.column_names), "JSON"
+    else:
+        return None
+    return _table_info(path, driver, None, (path.stem,), count, fields)
+
+
+def _table_info(
+    path: Path, driver: str | None, layer: str | None, layers: tuple[str, ...], count: int, fields: tuple[str, ...]
+) -> DatasetInfo:
+    """A dataset without geometry: no CRS, no extent, rows counted as features."""
+    return DatasetInfo(
+        path=str(path),
+        kind="table",
+        driver=driver,
+        layer=layer,
+        layers=layers,
+        crs_wkt=None,
+        crs_label=None,
+        crs_is_geographic=None,
+        feature_count=count,
+        geometry_types=(),
+        bounds=None,
+        bounds_lonlat=None,
+        fields=fields,
+    )
+
+
 def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> DatasetInfo:
     """A header read (plus, with ``validity`` or a generic declared type, a geometry scan)."""
     if is_raster(path):
@@ -277,6 +331,9 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
 
         # For a raster, ``validity`` means reading every cell for per-band statistics.
         return inspect_raster(path, statistics=validity)
+    plain = _plain_table(path)
+    if plain is not None:
+        return plain
     if is_parquet(path):
         crs_input, count, types, bounds, fields = _parquet_info(path)
         driver = "GeoParquet"
@@ -310,21 +367,7 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
     invalid = None
     if not is_parquet(path) and not types:
         # No geometry column at all (a CSV or spreadsheet): a table, described without a geometry scan.
-        return DatasetInfo(
-            path=str(path),
-            kind="table",
-            driver=driver,
-            layer=layer,
-            layers=layers,
-            crs_wkt=None,
-            crs_label=None,
-            crs_is_geographic=None,
-            feature_count=count,
-            geometry_types=(),
-            bounds=None,
-            bounds_lonlat=None,
-            fields=fields,
-        )
+        return _table_info(path, driver, layer, layers, count, fields)
     if validity or not types or set(types) & GENERIC_TYPES or bounds is None:
         import shapely
 

@@ -1,8 +1,11 @@
 """Measures on the ellipsoid that several modules share, measure_length and measure_area.
 
-Lengths, perimeters and areas are geodesic, on the ellipsoid of the layer's own datum (pyproj's
-``Geod``), so no projection's scale enters a number and degrees are never read as metres. This
-module also owns the rule for the column a measure is written to (``claim_output_field``): an
+Lengths, perimeters and areas are geodesic by default, on the ellipsoid of the layer's own datum
+(pyproj's ``Geod``), so no projection's scale enters a number and degrees are never read as metres.
+A planar measure is taken in any projected CRS when asked, with its scale error measured at the data
+and stated (``planar_scale``); 3-D lengths and the warning for 2-D measures of 3-D data live in
+``measure_lengths``, totals over overlapping features (the union beside the sum) in ``measure_totals``.
+This module also owns the rule for the column a measure is written to (``claim_output_field``): an
 existing column is replaced only when the caller said ``overwrite_field=true``, and the answer says
 so. Nothing here writes anywhere but ``ctx.temp_output``; engines are imported inside functions.
 """
@@ -12,8 +15,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from mapsmith.crs import crs_label, is_equal_area, linear_unit_metres
-from mapsmith.errors import CRSError, InputError
+from mapsmith.crs import crs_label, linear_unit_metres
+from mapsmith.errors import InputError
 from mapsmith.paging import page
 from mapsmith_opensource.common import (
     MAX_SCALE_DISTORTION,
@@ -24,6 +27,10 @@ from mapsmith_opensource.common import (
     transform_frame,
     write_output,
 )
+from mapsmith_opensource.derived import measurable
+from mapsmith_opensource.measure_lengths import HEIGHT_SCALE_PER_METRE, segment_lengths, warn_measured_in_2d
+from mapsmith_opensource.measure_totals import find_overlaps, report_overlaps
+from mapsmith_opensource.planar_scale import record_scale_error, refuse_degrees, sample_rows
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
@@ -31,8 +38,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from mapsmith.runner import RunContext
-
-MAX_ANSWER_ROWS = 200
 
 REGISTRATIONS = (
     Registration("measure_length", "measure_length"),
@@ -170,35 +175,100 @@ def claim_output_field(ctx: RunContext, frame: Any, field: str, *, overwrite: bo
 
 def measure_length(ctx: RunContext) -> None:
     set_engine(ctx)
-    gdf = read_input(ctx)
+    method = ctx.arguments.get("method") or "geodesic"
+    use_z = bool(ctx.arguments.get("use_z"))
+    gdf = measurable(ctx, read_input(ctx))
     field = ctx.arguments.get("output_field") or "length_m"
     replaced = claim_output_field(ctx, gdf, field, overwrite=bool(ctx.arguments.get("overwrite_field")))
-    lengths, _ = geodesic_measures(gdf)
     crs = gdf.crs
+    planar = method == "planar"
+    if planar:
+        refuse_degrees(ctx, crs, "length")
+    measured, zunit = segment_lengths(gdf, planar=planar, use_z=use_z)
+    lengths = measured.values
+    scale = None
+    if planar:
+        rows = sample_rows(len(gdf))
+        ground, _ = segment_lengths(gdf.iloc[rows], planar=False, use_z=False)
+        scale = record_scale_error(
+            ctx,
+            crs,
+            rows,
+            [measured.horizontal[i] for i in rows],
+            ground.values,
+            what="length",
+            unit="m",
+            total_count=len(gdf),
+        )
+        how = f"planar length in {crs_label(crs)}, its unit {linear_unit_metres(crs)} m; {scale['statement']}"
+    else:
+        how = (
+            f"geodesic length on the {ellipsoid_name(gdf)} ellipsoid of the layer's own datum; no planar "
+            "projection's scale enters the number"
+        )
+    if use_z:
+        how += (
+            "; each segment's height difference combined with its horizontal length (sqrt(horizontal^2 + dz^2)), "
+            "Z in " + (zunit.source if zunit else "metres")
+        )
     ctx.crs_decisions.update(
         {
-            "analysis_crs": crs_label(crs.geodetic_crs if not crs.is_geographic else crs),
-            "reason": f"geodesic length on the {ellipsoid_name(gdf)} ellipsoid of the layer's own datum; no planar "
-            "projection's scale enters the number",
+            "analysis_crs": crs_label(crs if planar or crs.is_geographic else crs.geodetic_crs),
+            "reason": how,
             "source_crs": crs_label(crs),
             "target_crs": None,
         }
     )
+    ctx.parameters["x-mapsmith:measure_dimensions"] = "3d" if use_z else "2d"
     out = gdf.copy()
     out[field] = lengths
     present = [v for v in lengths if v is not None]
+    total_length = float(sum(present))
+    found = find_overlaps(
+        gdf, lengths, 1, lambda frame: segment_lengths(frame, planar=planar, use_z=use_z)[0].values[0] or 0.0
+    )
     attrs = [c for c in out.columns if c != out.geometry.name]
     _, window = page(range(len(out)), ctx.arguments)
     ctx.answer = {
-        "total_length_m": float(sum(present)),
+        "total_length_m": total_length,
+        **report_overlaps(ctx, found, total_length, what="length", unit="m", answer_key="union_length_m"),
         "feature_count": len(out),
         "features_without_geometry": len(lengths) - len(present),
-        "method": "geodesic",
+        "method": method,
+        "dimensions": "3d" if use_z else "2d",
         "output_field": field,
         "field_replaced": replaced,
         "rows": out[attrs].iloc[window["offset"] : window["offset"] + window["returned"]].to_dict(orient="records"),
         "page": window,
     }
+    if scale is not None:
+        ctx.answer["planar_scale_error"] = scale
+    if use_z:
+        horizontal = [v for v in measured.horizontal if v is not None]
+        ctx.answer.update(
+            total_horizontal_length_m=float(sum(horizontal)),
+            features_measured_with_z=measured.with_z,
+            z_unit=zunit.source if zunit else None,
+            z_unit_metres=zunit.metres if zunit else None,
+        )
+        if not planar:
+            ctx.answer["height_note"] = (
+                "horizontal distances are taken on the ellipsoid's surface, not at the segment's height "
+                f"(+{HEIGHT_SCALE_PER_METRE * 1000:.4%} per 1,000 m of height, not added)"
+            )
+        if measured.with_z < len(present):
+            ctx.notes.append(
+                f"use_z=true, but {len(present) - measured.with_z} of {len(present)} features have no Z: "
+                "their lengths are horizontal"
+            )
+    else:
+        warn_measured_in_2d(
+            ctx,
+            gdf,
+            "lengths",
+            "pass use_z=true for lengths along the slope (3-D), combining each segment's "
+            "height difference with its horizontal length",
+        )
     ctx.check(
         "x-mapsmith:lengths_non_negative",
         all(v >= 0 and math.isfinite(v) for v in present),
@@ -213,84 +283,85 @@ def measure_length(ctx: RunContext) -> None:
 # -- measure_area -----------------------------------------------------------------------------
 
 
-def _require_true_planar_area(gdf: gpd.GeoDataFrame, unit: float) -> None:
-    """Measure, rather than trust the projection's name: a projection that is equal-area only on a
-    sphere (PROJ's Mollweide on WGS 84) overstates ellipsoidal areas by about 0.5 %."""
-    import geopandas as gpd
-    from shapely.geometry import box
-
-    if len(gdf) == 0:
-        return
-    x0, y0, x1, y1 = gdf.total_bounds
-    cx, cy, half = (x0 + x1) / 2, (y0 + y1) / 2, 500.0 / unit
-    probe = gpd.GeoDataFrame(geometry=[box(cx - half, cy - half, cx + half, cy + half)], crs=gdf.crs)
-    planar = float(probe.geometry.area.iloc[0]) * unit * unit
-    geodesic = geodesic_areas(probe)[0]
-    if abs(planar / geodesic - 1) > 1e-4:
-        raise CRSError(
-            f"planar areas in {crs_label(gdf.crs)} are not ground areas here: a 1 km square at the data's "
-            f"centre measures {planar:,.1f} m2 planar and {geodesic:,.1f} m2 on the ellipsoid",
-            code="CRS_NOT_EQUAL_AREA",
-            evidence={"crs": crs_label(gdf.crs), "planar_m2": planar, "geodesic_m2": geodesic},
-            hint="use method='geodesic' (the default), or an ellipsoidal equal-area CRS such as EPSG:6933",
-        )
-
-
 def measure_area(ctx: RunContext) -> None:
     set_engine(ctx)
-    method = ctx.arguments["method"]
-    gdf = read_input(ctx)
+    method = ctx.arguments.get("method") or "geodesic"
+    gdf = measurable(ctx, read_input(ctx))
     field = ctx.arguments.get("output_field") or "area_m2"
     replaced = claim_output_field(ctx, gdf, field, overwrite=bool(ctx.arguments.get("overwrite_field")))
     crs = gdf.crs
+    scale = None
     if method == "geodesic":
         areas = geodesic_areas(gdf)
-        ellipsoid = crs.ellipsoid.name if crs.ellipsoid else "unknown"
+
+        def measure(frame: gpd.GeoDataFrame) -> float:
+            return geodesic_areas(frame)[0]
+
         ctx.crs_decisions.update(
             {
                 "analysis_crs": crs_label(crs.geodetic_crs if not crs.is_geographic else crs),
-                "reason": f"geodesic area on the {ellipsoid} ellipsoid of the layer's own datum (the default); "
-                "no planar projection's distortion enters the number",
+                "reason": f"geodesic area on the {ellipsoid_name(gdf)} ellipsoid of the layer's own datum (the "
+                "default); no planar projection's distortion enters the number",
                 "source_crs": crs_label(crs),
                 "target_crs": None,
             }
         )
     else:
-        if crs.is_geographic or not is_equal_area(crs):
-            raise CRSError(
-                f"a planar area in {crs_label(crs)} is not a ground area: "
-                + ("it is geographic (degrees)" if crs.is_geographic else "it is not an equal-area projection"),
-                code="CRS_NOT_EQUAL_AREA",
-                evidence={"crs": crs_label(crs), "method": method},
-                hint="use method='geodesic' (the default), or reproject_layer to an equal-area CRS first",
-            )
+        refuse_degrees(ctx, crs, "area")
         unit = linear_unit_metres(crs)
-        _require_true_planar_area(gdf, unit)
-        areas = list(gdf.geometry.area * unit * unit)
+        areas = [float(a) for a in gdf.geometry.area * unit * unit]
+
+        def measure(frame: gpd.GeoDataFrame) -> float:
+            return float(frame.geometry.area.iloc[0]) * unit * unit
+
+        rows = sample_rows(len(gdf))
+        scale = record_scale_error(
+            ctx,
+            crs,
+            rows,
+            [areas[i] for i in rows],
+            geodesic_areas(gdf.iloc[rows]) if rows else [],
+            what="area",
+            unit="m2",
+            total_count=len(gdf),
+        )
         ctx.crs_decisions.update(
             {
                 "analysis_crs": crs_label(crs),
-                "reason": f"planar area requested; {crs_label(crs)} is an equal-area projection; its unit is "
-                f"{unit} m, so areas are multiplied by {unit * unit}",
+                "reason": f"planar area requested, in {crs_label(crs)}'s own plane; its unit is {unit} m, so areas "
+                f"are multiplied by {unit * unit}; {scale['statement']}",
                 "source_crs": crs_label(crs),
                 "target_crs": None,
             }
         )
+    ctx.parameters["x-mapsmith:measure_dimensions"] = "2d"
+    warn_measured_in_2d(
+        ctx,
+        gdf,
+        "areas",
+        "areas are horizontal areas (as parcels and zones are measured); MapSmith has no 3-D surface area: "
+        "for the length along the slope of lines use measure_length with use_z=true",
+    )
     out = gdf.copy()
     out[field] = areas
-    total = float(sum(areas))
+    total_area = float(sum(areas))
+    found = find_overlaps(gdf, list(areas), 2, measure)
     attrs = [c for c in out.columns if c != out.geometry.name]
     chosen, window = page(range(len(out)), ctx.arguments)
-    rows = out[attrs].iloc[chosen[0] : chosen[-1] + 1].to_dict(orient="records") if chosen else []
+    rows_out = out[attrs].iloc[chosen[0] : chosen[-1] + 1].to_dict(orient="records") if chosen else []
     ctx.answer = {
-        "total_area_m2": total,
+        "total_area_m2": total_area,
+        **report_overlaps(ctx, found, total_area, what="area", unit="m2", answer_key="union_area_m2"),
         "feature_count": len(out),
         "method": method,
+        "dimensions": "2d",
         "output_field": field,
         "field_replaced": replaced,
-        "rows": rows,
+        "rows": rows_out,
         "page": window,
     }
+    if scale is not None:
+        ctx.answer["planar_scale_error"] = scale
     ctx.check(
         "x-mapsmith:areas_non_negative",
         all(a >= 0 for a in areas),

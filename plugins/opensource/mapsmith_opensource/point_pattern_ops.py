@@ -15,6 +15,7 @@ from mapsmith.crs import crs_label
 from mapsmith.errors import InputError
 from mapsmith.paging import page
 from mapsmith_opensource.common import read_input, set_engine, to_metric, write_output
+from mapsmith_opensource.measure_lengths import warn_measured_in_2d
 from mapsmith_opensource.measures import absent as _absent
 from mapsmith_opensource.measures import indices, measured_only, refuse_existing_field
 
@@ -101,6 +102,12 @@ def cluster_points_by_distance(ctx: RunContext) -> None:
         "min_points": min_points,
         "linkage": "single: points within distance_meters of each other (inclusive) chain into one cluster",
     }
+    warn_measured_in_2d(
+        ctx,
+        gdf,
+        "distances between points",
+        "clusters chain points within distance_meters horizontally; Z does not enter the distance",
+    )
     if unclustered:
         ctx.notes.append(
             f"{unclustered} points lie in groups smaller than min_points={min_points}: their cluster_id is null"
@@ -220,6 +227,12 @@ def nearest_neighbour_index(ctx: RunContext) -> None:
         "formula": "Clark & Evans (1954): R = observed / (0.5 / sqrt(n / A)); z = (observed - expected) / "
         "(0.26136 / sqrt(n^2 / A)); no edge correction",
     }
+    warn_measured_in_2d(
+        ctx,
+        gdf,
+        "nearest-neighbour distances and the study area",
+        "the Clark & Evans index is a 2-D statistic of point positions on the map; Z does not enter it",
+    )
     ctx.notes.append(
         f"study area {area:,.3f} m2 from {area_source}; without an edge correction, points near the study "
         "area's edge find their nearest neighbour farther away than inside, which raises R"

@@ -12,19 +12,23 @@ One place decides how a grid is read before any number is computed from it:
 - **South-up grids** (positive y cell size) are flipped to north-up in memory, the same cells at the
   same places, and the flip is disclosed. **Rotated** geotransforms are refused: no engine here
   computes slopes or distances on a sheared grid.
+- **Scale and offset.** A band that declares them is read as physical values (stored x scale +
+  offset, float64) by ``Grid.read``; an operation copying cells unchanged asks for ``stored=True`` and
+  writes the same scale and offset on its output. The rules and the manifest record live in
+  ``raster_scaling``.
 
-Engines that read files themselves get ``plain_copy``: north-up, uncompressed, no predictor.
+Engines that read files themselves get ``plain_copy``: north-up, uncompressed, no predictor, physical values.
 
-Every open goes through ``open_raster``: rasterio is given the allowed-drivers list of
-``mapsmith.gdalpolicy`` (``GTiff`` for a ``.tif``), so GDAL never reads a ``.tif`` as a VRT. A grid is
-measured from its header before any cell is read (``check_raster_size``): more cells than
+The header side (open policy, size limit, georeferencing readings, ``inspect_raster``) lives in
+``raster_header`` and is re-exported here. Every open goes through ``open_raster``: rasterio is given
+the allowed-drivers list of ``mapsmith.gdalpolicy`` (``GTiff`` for a ``.tif``), so GDAL never reads a
+``.tif`` as a VRT. A grid is measured from its header before any cell is read (``check_raster_size``): more cells than
 ``MAPSMITH_MAX_RASTER_CELLS`` (default 250 million, about 2 GB as doubles) is refused with
 ``RASTER_TOO_LARGE`` instead of letting an operation exhaust the machine's memory.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,13 +36,25 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapsmith.errors import ConfigurationError, InputError, OutputError
-from mapsmith.gdalpolicy import raster_drivers
-from mapsmith.registry import DatasetInfo
+from mapsmith.errors import InputError, OutputError
 from mapsmith.verify import GEOREF_SOURCE_NAMES as SOURCE_FILES
 from mapsmith.verify import require_one_georeferencing
+from mapsmith_opensource import raster_scaling
+from mapsmith_opensource.raster_header import (  # re-exported: callers read them from raster_io
+    DEFAULT_MAX_RASTER_CELLS as DEFAULT_MAX_RASTER_CELLS,
+)
+from mapsmith_opensource.raster_header import GEOREF_SOURCES as GEOREF_SOURCES
+from mapsmith_opensource.raster_header import MAX_RASTER_CELLS_ENV as MAX_RASTER_CELLS_ENV
+from mapsmith_opensource.raster_header import RASTER_SUFFIXES as RASTER_SUFFIXES
+from mapsmith_opensource.raster_header import _quiet_open, _transform_list
+from mapsmith_opensource.raster_header import check_raster_size as check_raster_size
+from mapsmith_opensource.raster_header import georef_readings as georef_readings
+from mapsmith_opensource.raster_header import inspect_raster as inspect_raster
+from mapsmith_opensource.raster_header import is_raster as is_raster
+from mapsmith_opensource.raster_header import max_raster_cells as max_raster_cells
+from mapsmith_opensource.raster_header import open_raster as open_raster
+from mapsmith_opensource.raster_header import readings_disagree as readings_disagree
 from mapsmith_opensource.raster_stats import BLOCK_ROWS as BLOCK_ROWS  # sample_ops reads it from here
-from mapsmith_opensource.raster_stats import band_statistics
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,14 +63,7 @@ if TYPE_CHECKING:
 
     from mapsmith.runner import RunContext
 
-RASTER_SUFFIXES = frozenset({".tif", ".tiff", ".vrt", ".img", ".asc", ".bil", ".jp2", ".nc", ".dem"})
-# Where GDAL can find a GeoTIFF's georeferencing, in the order it consults them by default.
-GEOREF_SOURCES = ("PAM", "INTERNAL", "TABFILE", "WORLDFILE")
 RASTER_FORMATS = (".tif", ".tiff")
-
-
-def is_raster(path: Path) -> bool:
-    return path.suffix.lower() in RASTER_SUFFIXES
 
 
 @cache
@@ -74,206 +83,15 @@ def set_raster_engine(ctx: RunContext, name: str = "rasterio", version: str | No
     ctx.set_engine(name, version or "unknown", **components, **extra)
 
 
-def _unreadable(path: Path, exc: Exception) -> InputError:
-    return InputError(
-        f"cannot read {path.name} as a raster: {exc}",
-        code="INPUT_UNREADABLE",
-        evidence={"path": str(path), "engine_message": str(exc)},
-        hint="check the file is a complete GeoTIFF (or another GDAL raster format)",
-    )
-
-
-def open_raster(path: Path, **env: str) -> Any:
-    """``rasterio.open`` for reading, with only the driver ``path``'s extension names allowed.
-
-    ``env`` holds GDAL config options for the open. Raises ``InputError`` (``INPUT_UNREADABLE``)
-    before GDAL runs when a ``.tif`` does not start like a TIFF.
-    """
-    import warnings
-
-    import rasterio
-    from rasterio.errors import NotGeoreferencedWarning
-
-    drivers = raster_drivers(path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NotGeoreferencedWarning)
-        with rasterio.Env(**env):
-            # rasterio takes one name (its docs say a list too; 1.4 raises TypeError): every rule has one.
-            return rasterio.open(path, driver=drivers[0]) if drivers else rasterio.open(path)
-
-
-_quiet_open = open_raster  # the name the rest of this module grew up with
-
-
-MAX_RASTER_CELLS_ENV = "MAPSMITH_MAX_RASTER_CELLS"
-DEFAULT_MAX_RASTER_CELLS = 250_000_000
-
-
-def max_raster_cells(environ: Any = None) -> int:
-    """The cell limit per grid an operation reads (``MAPSMITH_MAX_RASTER_CELLS``, a positive integer)."""
-    raw = (os.environ if environ is None else environ).get(MAX_RASTER_CELLS_ENV)
-    if raw in (None, ""):
-        return DEFAULT_MAX_RASTER_CELLS
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ConfigurationError(
-            f"{MAX_RASTER_CELLS_ENV} must be a positive whole number of cells, not {raw!r}",
-            code="LIMIT_SETTING_INVALID",
-            evidence={"variable": MAX_RASTER_CELLS_ENV, "value": raw},
-            hint=f"set {MAX_RASTER_CELLS_ENV} to e.g. {DEFAULT_MAX_RASTER_CELLS}, or unset it for that default",
-        )
-    return value
-
-
-def check_raster_size(slot: str, given: str, width: int, height: int, bands: int = 1) -> None:
-    """Refuse a grid whose ``bands`` x height x width cells exceed the limit, from the header alone.
-
-    The size on disk says nothing: a sparse or well-compressed GeoTIFF of a few hundred KB can
-    declare 60000 x 60000 cells, and an operation holding it as float64 needs ~29 GB.
-    """
-    cells = int(width) * int(height) * int(bands)
-    limit = max_raster_cells()
-    if cells > limit:
-        raise InputError(
-            f"{slot} ({given}) is {width} x {height} cells x {bands} band(s) = {cells:,} cells, more than the "
-            f"{limit:,} one operation may read",
-            code="RASTER_TOO_LARGE",
-            evidence={"argument": slot, "path": given, "width": width, "height": height, "bands": bands}
-            | {"cells": cells, "max_cells": limit, "limit_variable": MAX_RASTER_CELLS_ENV},
-            hint="MapSmith's raster operations hold whole grids in memory: cut the raster to the area and cell "
-            "size the question needs outside MapSmith first (gdal_translate -projwin ... -tr ...), or restart the "
-            f"server with a larger {MAX_RASTER_CELLS_ENV} if this machine has the memory (about 8 bytes a cell)",
-        )
-
-
-def _transform_list(t: Affine) -> list[float]:
-    """GDAL order: x origin, x cell width, row rotation, y origin, column rotation, y cell height."""
-    return [float(v) for v in t.to_gdal()]
-
-
-def georef_readings(path: Path) -> list[dict[str, Any]]:
-    """Each source's own reading of where ``path`` lies; sources that say nothing are left out."""
-    from affine import Affine
-
-    from mapsmith.crs import crs_label
-
-    readings = []
-    for source in GEOREF_SOURCES:
-        try:
-            with _quiet_open(path, GDAL_GEOREF_SOURCES=source) as ds:
-                transform, crs = ds.transform, ds.crs
-        except Exception:
-            continue
-        if transform == Affine.identity() and crs is None:
-            continue
-        readings.append(
-            {
-                "source": source,
-                "from": SOURCE_FILES[source],
-                "transform": _transform_list(transform) if transform != Affine.identity() else None,
-                "crs": crs_label(crs.to_wkt()) if crs is not None else None,
-            }
-        )
-    return readings
-
-
-def readings_disagree(readings: Sequence[dict[str, Any]]) -> bool:
-    transforms = [r["transform"] for r in readings if r["transform"] is not None]
-    crss = {r["crs"] for r in readings if r["crs"] is not None}
-    differ = any(
-        any(abs(a - b) > 1e-9 * max(1.0, abs(b)) for a, b in zip(t, transforms[0], strict=True)) for t in transforms[1:]
-    )
-    return differ or len(crss) > 1
-
-
-def inspect_raster(path: Path, *, statistics: bool = False) -> DatasetInfo:
-    """The header of a raster, every georeferencing reading of it, and (when asked) band statistics."""
-    from mapsmith.crs import crs_label
-    from mapsmith_opensource.io import _lonlat_bounds
-
-    try:
-        # Statistics decode every block: on every core (GDAL reads the option when the file is opened).
-        ds = _quiet_open(path, **({"GDAL_NUM_THREADS": "ALL_CPUS"} if statistics else {}))
-    except InputError:
-        raise  # the open policy's own refusal, with its evidence
-    except Exception as exc:
-        raise _unreadable(path, exc) from exc
-    with ds:
-        t = ds.transform
-        readings = georef_readings(path)
-        chosen = os.environ.get("GDAL_GEOREF_SOURCES")
-        crs = ds.crs
-        from pyproj import CRS as PyprojCRS
-
-        pcrs = PyprojCRS.from_wkt(crs.to_wkt()) if crs is not None else None
-        corners = [t @ (c, r) for c, r in ((0, 0), (ds.width, 0), (0, ds.height), (ds.width, ds.height))]
-        xs, ys = [c[0] for c in corners], [c[1] for c in corners]
-        bounds = (min(xs), min(ys), max(xs), max(ys))
-        grid: dict[str, Any] = {
-            "width": ds.width,
-            "height": ds.height,
-            "count": ds.count,
-            "dtypes": list(ds.dtypes),
-            "nodata": _nodata_value(ds.nodata),
-            "transform": _transform_list(t),
-            "res": [abs(t.a), abs(t.e)] if t.b == 0 and t.d == 0 else [math.hypot(t.a, t.d), math.hypot(t.b, t.e)],
-            "north_up": t.b == 0 and t.d == 0 and t.e < 0,
-            "south_up": t.b == 0 and t.d == 0 and t.e > 0,
-            "rotated": t.b != 0 or t.d != 0,
-            "area_or_point": ds.tags().get("AREA_OR_POINT", "Area"),
-            "band_names": [d or f"band_{i + 1}" for i, d in enumerate(ds.descriptions)],
-            "scales": [float(v) for v in ds.scales],
-            "offsets": [float(v) for v in ds.offsets],
-            "compression": ds.profile.get("compress"),
-            "predictor": int(ds.tags(ns="IMAGE_STRUCTURE").get("PREDICTOR", 1)),
-            "georeferencing": {
-                "source_used": _source_used(readings, chosen),
-                "readings": readings,
-                "conflict": readings_disagree(readings),
-                "GDAL_GEOREF_SOURCES": chosen,
-            },
-        }
-        if statistics:
-            import rasterio
-
-            with rasterio.Env(GDAL_NUM_THREADS="ALL_CPUS"):
-                grid["statistics"] = band_statistics(ds)
-    return DatasetInfo(
-        path=str(path),
-        kind="raster",
-        driver=ds.driver,
-        layer=None,
-        layers=(),
-        crs_wkt=pcrs.to_wkt() if pcrs is not None else None,
-        crs_label=crs_label(pcrs) if pcrs is not None else None,
-        crs_is_geographic=pcrs.is_geographic if pcrs is not None else None,
-        feature_count=None,
-        geometry_types=(),
-        bounds=bounds,
-        bounds_lonlat=_lonlat_bounds(pcrs, bounds) if pcrs is not None else None,
-        grid=grid,
-    )
-
-
-def _nodata_value(value: float | None) -> float | None:
-    return None if value is None else float(value)
-
-
-def _source_used(readings: Sequence[dict[str, Any]], chosen: str | None) -> str | None:
-    order = [s.strip().upper() for s in chosen.split(",")] if chosen else list(GEOREF_SOURCES)
-    present = {r["source"] for r in readings if r["transform"] is not None}
-    return next((s for s in order if s in present), None)
-
-
 # -- reading a grid to compute on ---------------------------------------------------------------
 
 
 @dataclass
 class Grid:
-    """A raster input after its checks: north-up, one georeferencing, CRS declared."""
+    """A raster input after its checks: north-up, one georeferencing, CRS declared.
+
+    ``dtypes`` are the types ``read`` returns (float64 for a band with a scale or offset);
+    ``stored_dtypes`` the file's own."""
 
     slot: str
     path: Path
@@ -288,6 +106,22 @@ class Grid:
     area_or_point: str
     flipped: bool = False
     disclosures: list[str] = field(default_factory=list)
+    stored_dtypes: list[str] = field(default_factory=list)
+    scales: list[float] = field(default_factory=list)
+    offsets: list[float] = field(default_factory=list)
+    scaling_record: dict | None = field(default=None, repr=False)
+    ctx: Any = field(default=None, repr=False)
+
+    def scaling(self, band: int | str) -> tuple[float, float]:
+        """(scale, offset) the band declares; (1, 0) when it declares none."""
+        index = self.band_index(band)
+        if len(self.scales) < index:
+            return 1.0, 0.0
+        return self.scales[index - 1], self.offsets[index - 1]
+
+    @property
+    def scaled(self) -> bool:
+        return any(raster_scaling.is_scaled(s, o) for s, o in zip(self.scales, self.offsets, strict=True))
 
     @property
     def cell_size(self) -> tuple[float, float]:
@@ -314,11 +148,17 @@ class Grid:
             hint=f"pass a band number 1..{self.count} or one of {self.band_names}",
         )
 
-    def read(self, band: int | str = 1, *, window: Any = None) -> np.ma.MaskedArray:
-        """One band, north-up, nodata and NaN masked. ``window`` is in north-up row/column terms."""
+    def read(self, band: int | str = 1, *, window: Any = None, stored: bool = False) -> np.ma.MaskedArray:
+        """One band, north-up, nodata and NaN masked, in physical values (stored x scale + offset, float64,
+        when the band declares a scale or offset; recorded). ``stored`` gives the file's own numbers, for
+        an operation that copies them and writes the same scale and offset. ``window`` is in north-up
+        row/column terms."""
         import numpy as np
 
         index = self.band_index(band)
+        scale, offset = self.scaling(index)
+        how = raster_scaling.STORED_CARRIED if stored else raster_scaling.PHYSICAL
+        raster_scaling.mark_read(self.ctx, self.scaling_record, self.slot, index, how)
         with _quiet_open(self.path) as ds:
             if self.flipped and window is not None:
                 from rasterio.windows import Window
@@ -331,6 +171,8 @@ class Grid:
             data = data[::-1, :]
         if np.issubdtype(data.dtype, np.floating):
             data = np.ma.masked_where(np.isnan(data.filled(0)) | np.ma.getmaskarray(data), data)
+        if not stored and raster_scaling.is_scaled(scale, offset):
+            data = raster_scaling.to_physical(data, scale, offset)
         return data
 
     def cell_centres(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -341,13 +183,19 @@ class Grid:
 
     def plain_copy(self, directory: Path, band: int | str = 1, dtype: str | None = None) -> Path:
         """One band as a north-up, uncompressed, striped GeoTIFF without a predictor: the encoding every
-        engine reads as GDAL does. The caller discloses why it needed it."""
+        engine reads as GDAL does, in physical values and without scale or offset tags (an engine reading
+        the file would not apply them). The caller discloses why it needed it."""
         import numpy as np
         import rasterio
 
-        data = self.read(band)
+        index = self.band_index(band)
+        data = self.read(index)
         out_dtype = dtype or data.dtype.name
-        nodata = self.nodata if self.nodata is not None else _default_nodata(out_dtype)
+        if raster_scaling.is_scaled(*self.scaling(index)):
+            # the stored nodata number may be a physical value now; pick one no valid value takes
+            nodata = raster_scaling.free_float_nodata(np.ma.compressed(data))
+        else:
+            nodata = self.nodata if self.nodata is not None else _default_nodata(out_dtype)
         path = directory / f"{self.slot.replace('[', '_').replace(']', '')}_plain.tif"
         with (
             rasterio.Env(GDAL_PAM_ENABLED="NO"),
@@ -396,6 +244,9 @@ def open_grid(ctx: RunContext, slot: str = "input_path") -> Grid:
         ctx.input_environment.setdefault(slot, {})["x-mapsmith:georeferencing_from"] = SOURCE_FILES[
             georef["source_used"]
         ]
+    scales = [float(v) for v in grid.get("scales") or [1.0] * grid["count"]]
+    offsets = [float(v) for v in grid.get("offsets") or [0.0] * grid["count"]]
+    raster_scaling.check_scaling(slot, given, scales, offsets)
     if info.crs_wkt is None:
         raise InputError(
             f"{slot} ({given}) declares no CRS",
@@ -422,6 +273,7 @@ def open_grid(ctx: RunContext, slot: str = "input_path") -> Grid:
         if registration.lower() == "point"
         else "Area: values describe cells; positions are cell centres from the geotransform"
     )
+    stored_dtypes = list(grid["dtypes"])
     return Grid(
         slot=slot,
         path=path,
@@ -431,11 +283,19 @@ def open_grid(ctx: RunContext, slot: str = "input_path") -> Grid:
         height=grid["height"],
         count=grid["count"],
         nodata=grid["nodata"],
-        dtypes=grid["dtypes"],
+        dtypes=[
+            "float64" if raster_scaling.is_scaled(s, o) else d
+            for d, s, o in zip(stored_dtypes, scales, offsets, strict=True)
+        ],
         band_names=grid["band_names"],
         area_or_point=registration,
         flipped=flipped,
         disclosures=disclosures,
+        stored_dtypes=stored_dtypes,
+        scales=scales,
+        offsets=offsets,
+        scaling_record=raster_scaling.start_record(ctx, slot, scales, offsets),
+        ctx=ctx,
     )
 
 
@@ -508,6 +368,7 @@ def write_raster(
     names, extra = band_names or (), tags or {}
     scaling = (tuple(scales or ()), tuple(offsets or ()))
     _commit_bytes(ctx.temp_output, lambda path: _write_geotiff(path, array, profile, names, extra, scaling))
+    raster_scaling.record_output(ctx, scaling[0], scaling[1])
     ctx.expected_grid = {
         "width": width,
         "height": height,
@@ -532,6 +393,7 @@ def adopt_engine_output(
     with _quiet_open(produced) as ds:
         width, height = ds.width, ds.height
     _commit_bytes(ctx.temp_output, lambda path: os.replace(produced, path))
+    raster_scaling.record_output(ctx, (), ())  # engines write physical values; none declares a scale
     ctx.expected_grid = {
         "width": width,
         "height": height,

@@ -2,6 +2,10 @@
 
 The transformation is chosen by ``mapsmith.crs.choose_transformer`` (never the first candidate
 blindly) and recorded in the manifest's CRS decisions; nothing else about the features changes.
+
+What this module must never do: move coordinates between two different datums by a ballpark
+(datums treated as equal) unless the caller said ``allow_ballpark=true``; without it the chooser
+refuses with ``CRS_BALLPARK_REFUSED`` and the error expected at the data in metres.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ def reproject_layer(ctx: RunContext) -> None:
     target = parse_crs(ctx.arguments["target_crs"])
     gdf = read_input(ctx)
     source = gdf.crs
-    transformer, record = choose_transformer(source, target, info.bounds_lonlat)
+    allow_ballpark = bool(ctx.arguments.get("allow_ballpark", False))
+    transformer, record = choose_transformer(source, target, info.bounds_lonlat, allow_ballpark=allow_ballpark)
     out = transform_frame(gdf, transformer, target)
     ctx.expected_output_crs = target.to_wkt()
     ctx.parameters["target_crs"] = crs_label(target)
+    ctx.parameters["allow_ballpark"] = allow_ballpark
     ctx.crs_decisions.update(
         {
             "analysis_crs": crs_label(target),
@@ -40,5 +46,18 @@ def reproject_layer(ctx: RunContext) -> None:
             "transformation": record,
         }
     )
-    warn_about_transformation(ctx, record, f"{crs_label(source)} to {crs_label(target)}")
+    pair = f"{crs_label(source)} to {crs_label(target)}"
+    accepted = record["x-mapsmith:chosen_by"].get("ballpark")
+    if accepted is not None:
+        # The caller accepted the ballpark knowingly; the warning still carries its size at the data.
+        error_m = accepted.get("expected_error_m")
+        size = f"about {error_m:g} m at the data" if error_m is not None else "of unknown size"
+        ctx.warn(
+            "BALLPARK_TRANSFORMATION",
+            f"{pair}: accepted ballpark (allow_ballpark=true): PROJ treated two different datums as equal, "
+            f"an error {size}",
+            "install the PROJ grid named in the manifest's crs_decisions, or keep the data on its own datum",
+        )
+    else:
+        warn_about_transformation(ctx, record, pair)
     write_output(ctx, out)

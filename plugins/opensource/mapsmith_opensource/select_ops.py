@@ -29,6 +29,9 @@ REGISTRATIONS = (Registration("select_features", "select_features"),)
 # The OGC predicates as shapely's STRtree names them; each is tested as predicate(input, other).
 TOPOLOGICAL_RELATIONS = ("intersects", "within", "contains", "touches", "crosses", "overlaps")
 DISTANCE_RELATION = "within_distance"
+# The strict predicates leave out a feature lying on the other's boundary (a point on a polygon's
+# edge is not `within` it); their inclusive twins say which features that was, so it is counted.
+INCLUSIVE_TWIN = {"within": "covered_by", "contains": "covers"}
 # Written bounds may differ from the input's in the last bits after a text format's round trip.
 EXTENT_TOLERANCE_RELATIVE = 1e-9
 
@@ -227,6 +230,8 @@ def _relation_hits(
 
     hits = np.zeros(len(gdf), dtype=bool)
     hits[pairs[0]] = True
+    if relation in INCLUSIVE_TWIN:
+        report["on_boundary_not_selected"] = _on_boundary(ctx, relation, geoms, tree_geoms, hits)
     no_geometry = int((shapely.is_missing(geoms) | shapely.is_empty(geoms)).sum())
     other_empty = int((shapely.is_missing(tree_geoms) | shapely.is_empty(tree_geoms)).sum())
     report.update(
@@ -243,6 +248,33 @@ def _relation_hits(
     if other_empty:
         ctx.notes.append(f"{other_empty} relation_path features have no geometry and were not tested against")
     return hits, report
+
+
+def _on_boundary(ctx: RunContext, relation: str, geoms: np.ndarray, tree_geoms: np.ndarray, hits: np.ndarray) -> int:
+    """Count, and say, the features the strict predicate left out only because they touch a boundary.
+
+    For ``within``: covered by some relation feature (inside or on its boundary) but within none,
+    i.e. lying on the boundary; for a point, exactly on a polygon's edge or a line's end point.
+    """
+    import numpy as np
+    import shapely
+
+    pairs = shapely.STRtree(tree_geoms).query(geoms, predicate=INCLUSIVE_TWIN[relation])
+    covered = np.zeros(len(geoms), dtype=bool)
+    covered[pairs[0]] = True
+    boundary = int((covered & ~hits).sum())
+    if boundary:
+        whose = "relation_path's" if relation == "within" else "the input feature's"
+        ctx.warn(
+            "ON_BOUNDARY_NOT_SELECTED",
+            f"{boundary} input feature{'s' if boundary != 1 else ''} lie{'' if boundary != 1 else 's'} exactly on "
+            f"the boundary of {whose} features and {'were' if boundary != 1 else 'was'} not selected: "
+            f"'{relation}' excludes geometries that only touch the boundary",
+            "use relation='intersects' to include features on the boundary (it also includes features that "
+            "cross it), or keep "
+            f"'{relation}' if boundary features must be left out",
+        )
+    return boundary
 
 
 # -- verification ------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ One module for every operation that reads or delivers a table (run_sql, convert_
 operations), so a table is written and checked the same way whoever produced it. The API:
 
 - ``read_table(path, *, encoding="utf-8", sheet=None) -> pyarrow.Table``: a CSV (decoded from
-  ``encoding``; bytes that do not decode are refused, never replaced), a JSON array of records, a
-  Parquet file or one sheet of an .xlsx workbook.
+  ``encoding``; bytes that do not decode are refused, never replaced; a column pyarrow types as numbers
+  stays text where a number would change a cell: "007", 12345678901234567890), a JSON array of
+  records, a Parquet file or one sheet of an .xlsx workbook.
 - ``write_table(table, path, *, sheet_name=None)``: writes exactly at ``path`` (the runner's temporary
   output); ``write_table_atomic`` writes beside ``path`` and renames, for callers outside the runner.
 - ``verify_table(path, table, *, sheet_name=None) -> list[Check]``: reads the written bytes back (not the
@@ -19,8 +20,9 @@ only line-delimited JSON, and a deliverable JSON is one array of records); GDAL'
 pyogrio, already a dependency) writes and reads Excel, so no new package is needed. Excel refuses a
 workbook whose sheet name is longer than 31 characters or holds ``[]:*?/\\`` while GDAL writes one
 without complaint, so those names are refused here. What is hand-written is the JSON value mapping
-(dates to ISO 8601 text, NaN to null with a count) and the type-family comparison: no library compares
-a schema with what a text format can carry.
+(dates to ISO 8601 text, NaN to null with a count), the type-family comparison (no library compares
+a schema with what a text format can carry) and ``number_loses``, the cell-by-cell check that a CSV
+column read as numbers gives every cell back (no reader checks it).
 
 This module must never write a value the format cannot hold faithfully without refusing or saying so,
 and never report a check it did not make on the bytes written.
@@ -40,6 +42,8 @@ from typing import TYPE_CHECKING, Any
 from mapsmith.errors import InputError, OutputError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import pyarrow as pa
 
     from mapsmith.runner import RunContext
@@ -61,6 +65,66 @@ def is_table_suffix(path: Path | str) -> bool:
 
 
 # -- reading ----------------------------------------------------------------------------------------
+
+# Every whole number up to 2**53 is exactly representable as a double; beyond it a digit may be lost.
+MAX_EXACT_INTEGER = 2**53
+
+
+def number_loses(texts: Iterable[Any], numbers: Iterable[Any], *, integers: bool) -> str | None:
+    """Why reading a CSV column's cells (``texts``) as the numbers a type detection gave (``numbers``) would
+    lose something -- a leading zero, a digit, a value -- or None when every cell comes back.
+
+    Hand-written because no reader checks this: pyarrow reads "007" as 7 and 12345678901234567890 as a
+    double that is 12345678901234567168; GDAL reads the latter as the largest 64-bit integer.
+    """
+    import re
+
+    for text, number in zip(texts, numbers, strict=True):
+        if text is None or (isinstance(text, float) and text != text) or not str(text).strip():
+            continue  # an empty cell is read as null either way
+        cell = str(text).strip()
+        if re.match(r"[+-]?0[0-9]", cell):
+            return f"{text!r} has a leading zero, which a number would drop"
+        try:
+            if integers or re.fullmatch(r"[+-]?[0-9]+", cell):
+                # compared as Python ints: exact, where a double may already have rounded the text
+                same = int(cell) == number if integers else float(number).is_integer() and int(cell) == int(number)
+            elif abs(float(cell)) > MAX_EXACT_INTEGER:
+                # beyond 2**53 a double rounds even whole numbers: the text's exact value must be the double's
+                same = decimal.Decimal(cell) == decimal.Decimal(number)
+            else:
+                same = float(cell) == number
+        except (ValueError, OverflowError, TypeError, decimal.InvalidOperation):
+            same = False
+        if not same:
+            return f"{text!r} was read as {number!r}"
+    return None
+
+
+def _numbers_that_lose_kept_as_text(path: Path, table: pa.Table, encoding: str, parse: Any) -> pa.Table:
+    """The CSV as pyarrow typed it, except the numeric columns a number would change (number_loses),
+    which are read again as the text they are."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    numeric = [
+        n
+        for n, kind in zip(table.column_names, table.schema.types, strict=True)
+        if pa.types.is_integer(kind) or pa.types.is_floating(kind)
+    ]
+    if not numeric:
+        return table
+    texts = pacsv.read_csv(
+        path,
+        read_options=pacsv.ReadOptions(encoding=encoding),
+        parse_options=parse,
+        convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(numeric, pa.string())),
+    )
+    for name in numeric:
+        column = table.column(name)
+        if number_loses(texts.column(name).to_pylist(), column.to_pylist(), integers=pa.types.is_integer(column.type)):
+            table = table.set_column(table.column_names.index(name), name, texts.column(name))
+    return table
 
 
 def read_table(path: Path, *, encoding: str = "utf-8", sheet: str | None = None) -> pa.Table:
@@ -109,7 +173,7 @@ def read_table(path: Path, *, encoding: str = "utf-8", sheet: str | None = None)
                 hint="name the file's encoding (cp1252 and latin-1 are common for files from Windows "
                 "and older GIS exports); MapSmith never replaces bytes it cannot decode",
             )
-        return table
+        return _numbers_that_lose_kept_as_text(path, table, encoding, parse)
     if suffix == ".json":
         try:
             records = json.loads(path.read_text(encoding))

@@ -7,7 +7,9 @@ cannot decode ZSTD, and it drops south-up and rotated geotransforms for 1 m pixe
 It also silently ignores misspelt keyword arguments. So this adapter:
 
 - hands Whitebox a plain copy (north-up, uncompressed, no predictor) whenever the file is not one
-  it reads correctly, and says so in the manifest (``x-mapsmith:normalised_inputs``);
+  it reads correctly, and says so in the manifest (``x-mapsmith:normalised_inputs``); a band that
+  declares a scale or offset is one (Whitebox reads the stored numbers), so its copy holds physical
+  values;
 - compares cells read by Whitebox with the same cells read by GDAL before computing
   (``x-mapsmith:engine_read_matches``), so a decoder problem nobody has met yet still stops the run;
 - checks every keyword against the tool's own documented parameters before calling it;
@@ -96,6 +98,13 @@ def _needs_plain_copy(grid: Grid) -> list[str]:
         reasons.append(f"it is {compression}-compressed, which Whitebox cannot decode")
     if grid.flipped:
         reasons.append("it is stored south-up, which Whitebox reads as a 1 m grid at the origin")
+    if grid.scaled:
+        pairs = enumerate(zip(grid.scales, grid.offsets, strict=True), start=1)
+        scales = ", ".join(f"band {b}: x {s:g} + {o:g}" for b, (s, o) in pairs)
+        reasons.append(
+            f"it declares a scale and offset ({scales}), which Whitebox does not apply: the copy holds the "
+            "physical values"
+        )
     return reasons
 
 
@@ -122,7 +131,10 @@ def read_input(ctx: RunContext, grid: Grid, directory: Path, band: int | str = 1
             "; ".join(reasons)
         )
         ctx.parameters.setdefault("x-mapsmith:normalised_inputs", {})[grid.slot] = what
-        ctx.notes.append(f"{grid.slot} {what}; the values are GDAL's, unchanged")
+        ctx.notes.append(
+            f"{grid.slot} {what}; "
+            + ("the values are the physical ones GDAL reads" if grid.scaled else "the values are GDAL's, unchanged")
+        )
     raster = wbe.read_raster(str(path))
     # Compare a spread of cells, read one by one: a decoder that misreads the file differs almost everywhere.
     rng = np.random.default_rng(0)

@@ -3,7 +3,9 @@ algorithm's parameter and output definitions as JSON, in the shape ``qgis_proces
 
 One process for every algorithm instead of one ``qgis_process --json help`` per algorithm (about 2 s
 each, 341 of them). ``raw_definition`` is the parameter's own ``toVariantMap()``, which is what
-``qgis_process`` prints under the same key.
+``qgis_process`` prints under the same key. ``text`` is QGIS's own help for the algorithm
+(``shortHelpString``, ``shortDescription``, display name, group, tags): what discovery ranks a ``qgis:``
+entry on (``qgis_process --json list`` carries no help text).
 """
 
 import json
@@ -52,7 +54,14 @@ def main():
                 "type": {"id": p.type()},
             }
         outputs = {o.name(): {"description": o.description(), "type": o.type()} for o in alg.outputDefinitions()}
-        out[alg.id()] = {"parameters": parameters, "outputs": outputs}
+        text = {
+            "name": alg.displayName(),
+            "group": alg.group(),
+            "tags": [str(t) for t in alg.tags()],
+            "short_description": alg.shortDescription() or "",
+            "short_help": alg.shortHelpString() or "",
+        }
+        out[alg.id()] = {"parameters": parameters, "outputs": outputs, "text": text}
     json.dump(out, sys.stdout)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import html
 import json
 import os
 import re
@@ -29,7 +30,8 @@ from mapsmith_qgis.cache import CACHE_ENV, cache_dir, executable_tag, read_json,
 __all__ = ["CACHE_ENV", "cache_dir", "load_catalogue", "load_import", "derive_contract"]
 
 PREFIX = "qgis:"
-CACHE_FORMAT = 1
+# 2: the import carries QGIS's own help text per algorithm (``help.text``), which discovery ranks on.
+CACHE_FORMAT = 2
 CATALOGUE_FORMAT = 1
 LIST_TIMEOUT_S = 120
 DUMP_TIMEOUT_S = 300
@@ -139,6 +141,8 @@ def build_import(executable: str, qgis_version: str) -> dict[str, Any]:
         algorithms[alg_id]["help"] = {
             "parameters": definitions[alg_id].get("parameters", {}),
             "outputs": definitions[alg_id].get("outputs", {}),
+            # only the one-process dump has it: qgis_process --json help prints no shortHelpString
+            "text": definitions[alg_id].get("text") or {},
         }
     return {
         "format": CACHE_FORMAT,
@@ -334,6 +338,33 @@ def _destination_argument(qgis_name: str, spec: dict[str, Any]) -> dict[str, Any
     }
 
 
+_TAG = re.compile(r"<[^>]+>")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+
+
+def help_text(entry: dict[str, Any]) -> str:
+    """QGIS's own ``shortHelpString`` for the algorithm as plain text (tags removed, spaces collapsed); "" if none."""
+    raw = str(((entry.get("help") or {}).get("text") or {}).get("short_help") or "")
+    plain = html.unescape(_TAG.sub(" ", raw.replace("<br>", "\n")))
+    return re.sub(r"\s+", " ", plain).strip()
+
+
+def first_sentence(text: str, limit: int = 300) -> str:
+    """The first sentence of ``text`` (what a summary or a ``distinguishes`` line can carry), cut at ``limit``."""
+    head = _SENTENCE_END.split(text, maxsplit=1)[0].strip() if text else ""
+    return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
+
+
+def leading_sentences(text: str, limit: int = 400) -> str:
+    """As many whole sentences of ``text`` as fit in ``limit`` characters (at least the first, cut if need be)."""
+    out = ""
+    for sentence in _SENTENCE_END.split(text):
+        if out and len(out) + 1 + len(sentence) > limit:
+            break
+        out = f"{out} {sentence}".strip()
+    return out if len(out) <= limit else out[: limit - 1].rstrip() + "…"
+
+
 def _category(group: str) -> str:
     low = group.lower()
     return next((cat for word, cat in _CATEGORY_BY_GROUP if word in low), "other")
@@ -406,7 +437,11 @@ def derive_contract(alg_id: str, entry: dict[str, Any], provider_active: bool) -
     parameters += destination_args
     name = details.get("name") or alg_id
     group = details.get("group") or ""
-    blurb = details.get("short_description") or ""
+    # QGIS's own help says what the algorithm does; the listing's short_description is mostly empty.
+    own_help = help_text(entry)
+    text = (help_.get("text") or {}) if isinstance(help_, dict) else {}
+    blurb = details.get("short_description") or text.get("short_description") or first_sentence(own_help)
+    tags = {*(details.get("tags") or []), *(text.get("tags") or [])}
     provider = entry.get("provider", alg_id.split(":", 1)[0])
     summary = f"QGIS {name}" + (f" ({group})" if group else "") + (f": {blurb}" if blurb else "")
     if len(summary) < 10:
@@ -437,9 +472,14 @@ def derive_contract(alg_id: str, entry: dict[str, Any], provider_active: bool) -
         "summary": summary,
         "category": _category(group),
         "status": "available" if provider_active else "planned",
-        "distinguishes": f"QGIS Processing algorithm {alg_id} of the {provider} provider, run by qgis_process in "
-        "a separate process with QGIS's own parameter names lower-cased.",
-        "keywords": sorted({*(details.get("tags") or []), "qgis", provider, group, name} - {""}),
+        # QGIS's help when it has some (the words discovery ranks on); the generic sentence otherwise.
+        "distinguishes": (
+            leading_sentences(own_help)
+            if len(own_help) >= 10  # the schema's minimum for distinguishes
+            else f"QGIS Processing algorithm {alg_id} of the {provider} provider, run by qgis_process in "
+            "a separate process with QGIS's own parameter names lower-cased."
+        ),
+        "keywords": sorted({*tags, "qgis", provider, group, name} - {""}),
         "datasets": datasets,
         "parameters": parameters,
         "output": output or {"kind": "answer"},

@@ -26,30 +26,36 @@ invalid input geometries (INPUT_GEOMETRY_INVALID), whose union JTS does not defi
 GeoPandas engine unions them anyway. Polygons and lines are matched exactly: nothing here uses
 Sedona's ST_KNN join, which measures lines and polygons from their centroids.
 
-This module imports pyspark only inside the functions that run a job.
+This module holds the joins (spatial_join, nearest_join, count_in_polygons, summarize_points_in_polygons)
+and the registration of every Spark operation; the job machinery is spark_job, dissolve_layer is
+spark_dissolve and overlay_layers spark_overlay. It imports pyspark only inside the functions that run a job.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import time
+import importlib
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mapsmith.errors import CRSError, EngineError
-from mapsmith.paging import page, page_window
+from mapsmith.errors import CRSError
+from mapsmith_sedona.spark_job import (
+    ENGINE,
+    ROW,
+    Job,
+    check_validity,
+    fields_as_long,
+    finish_job,
+    page_rows,
+    pair_eligible,
+    read_layer,
+    start_job,
+    write_geoparquet,
+)
 
 if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
-ENGINE = "apache-sedona-spark"
-ROW = "__mapsmith_row"  # an order key added to every input: input order, then join order
-OUTPUT_SUFFIXES = (".parquet", ".geoparquet")
 PREDICATES = {
     "intersects": "ST_Intersects",
     "within": "ST_Within",
@@ -63,47 +69,12 @@ PREDICATES = {
 # -- eligibility and validation: before Spark starts ----------------------------------------------
 
 
-def _geoparquet_problem(ctx: RunContext, keys: tuple[str, ...]) -> str | None:
-    from mapsmith_opensource import io
-
-    for key in keys:
-        if not io.is_parquet(ctx.paths[key]):
-            return (
-                f"{key} is not GeoParquet ({ctx.inputs[key].driver}); the Spark engine reads GeoParquet files only: "
-                "convert_format it to .parquet first"
-            )
-    return None
-
-
-def _eligible(ctx: RunContext, keys: tuple[str, str]) -> str | None:
-    from pyproj import CRS
-
-    suffix = ctx.output_path.suffix.lower() if ctx.output_path else ""
-    if suffix not in OUTPUT_SUFFIXES:
-        return (
-            f"the Spark engine writes GeoParquet only, not {suffix or '(no extension)'}; choose an output_path "
-            "ending in .parquet (convert_format can turn it into another format afterwards)"
-        )
-    problem = _geoparquet_problem(ctx, keys)
-    if problem:
-        return problem
-    first, second = (ctx.inputs[k] for k in keys)
-    if first.crs_wkt is None or second.crs_wkt is None:
-        return None  # the runner has refused this already (CRS_REQUIRED)
-    if not CRS.from_wkt(first.crs_wkt).equals(CRS.from_wkt(second.crs_wkt), ignore_axis_order=True):
-        return (
-            f"{keys[0]} is in {first.crs_label} and {keys[1]} in {second.crs_label}; the Spark engine joins only "
-            f"layers in one CRS: reproject_layer {keys[1]} to {first.crs_label} first"
-        )
-    return None
-
-
 def spatial_join_eligible(ctx: RunContext) -> str | None:
-    return _eligible(ctx, ("input_path", "join_path"))
+    return pair_eligible(ctx, ("input_path", "join_path"))
 
 
 def points_in_polygons_eligible(ctx: RunContext) -> str | None:
-    return _eligible(ctx, ("input_path", "points_path"))
+    return pair_eligible(ctx, ("input_path", "points_path"))
 
 
 def validate_spatial_join(ctx: RunContext) -> None:
@@ -127,195 +98,6 @@ def validate_spatial_join(ctx: RunContext) -> None:
         )
 
 
-# -- Spark work ------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Job:
-    """One run's Spark handles and what it records."""
-
-    ctx: RunContext
-    spark: Any
-    session: Any
-    t0: float
-    partitions: dict[str, int]
-    details: dict[str, Any] = field(default_factory=dict)  # what this operation adds to x-mapsmith:spark_job
-
-    def progress(self, fraction: float, message: str) -> None:
-        if self.ctx.progress is not None:
-            try:
-                self.ctx.progress(fraction, message)
-            except Exception:  # a client that went away must not fail the run
-                pass
-
-
-def _start(ctx: RunContext) -> _Job:
-    from importlib import metadata
-
-    from mapsmith_sedona import engine_versions
-    from mapsmith_sedona.jars import ARTIFACTS, GEOTOOLS_WRAPPER_VERSION, SCALA_VERSION, SEDONA_VERSION
-    from mapsmith_sedona.spark_session import get_session, master_of, running
-
-    if ctx.progress is not None and running() is None:
-        ctx.progress(0.02, "starting Spark with Apache Sedona (once per process)")
-    session = get_session(ctx.environ)
-    t0 = time.perf_counter()  # the job's own time: the session's start is recorded apart
-    asked = master_of(ctx.environ)
-    if asked != session.master:
-        ctx.notes.append(
-            f"Spark master: this run asked for {asked}, but the process's SparkSession was started on "
-            f"{session.master} and one process has one session; it ran there (restart the server to change it)"
-        )
-    spark = session.spark
-    versions = engine_versions()
-    components = {
-        "spark": spark.version,
-        "pyspark": metadata.version("pyspark"),
-        "scala": SCALA_VERSION,
-        "sedona-jar": ARTIFACTS[0].coordinate,
-        "geotools-wrapper": GEOTOOLS_WRAPPER_VERSION,
-        "spark_master": session.master,
-        "default_parallelism": str(spark.sparkContext.defaultParallelism),
-    }
-    if "apache-sedona" in versions:
-        components["apache-sedona (python)"] = versions["apache-sedona"]
-    if "java" in versions:
-        components["java"] = versions["java"]
-    ctx.set_engine("apache-sedona", SEDONA_VERSION, **components)
-    return _Job(ctx, spark, session, t0, {})
-
-
-def _geometry_column(path: Path) -> str:
-    import pyarrow.parquet as pq
-
-    meta = pq.read_schema(path).metadata or {}
-    geo = json.loads(meta.get(b"geo", b"{}") or b"{}")
-    return str(geo.get("primary_column") or "geometry")
-
-
-def _read(job: _Job, key: str) -> tuple[Any, str, list[str]]:
-    """The input as a DataFrame with an order key; its geometry column and attribute fields."""
-    from pyspark.sql import functions as F
-
-    path = job.ctx.paths[key]
-    geom = _geometry_column(path)
-    df = job.spark.read.format("geoparquet").load(str(path))
-    # A single file's splits are numbered in file order, so this id orders rows as the file does.
-    df = df.withColumn(ROW, F.monotonically_increasing_id())
-    job.partitions[key] = df.rdd.getNumPartitions()
-    fields = [c for c in df.columns if c not in (geom, ROW)]
-    return df, geom, fields
-
-
-def _check_validity(job: _Job, df: Any, geom: str, key: str, *, refuse: bool) -> None:
-    """The GeoPandas engine's validity record (and refusal), with the counting done by Spark."""
-    from pyspark.sql import functions as F
-
-    from mapsmith_opensource import join_ops
-    from mapsmith_opensource.common import INVALID_ROWS_SHOWN, invalid_input_error, record_input_validity
-
-    g = F.col(f"`{geom}`")
-    missing = g.isNull() | F.expr(f"ST_IsEmpty(`{geom}`)")
-    invalid = ~missing & ~F.expr(f"ST_IsValid(`{geom}`)")
-    row = df.agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.sum(F.when(invalid, 1).otherwise(0)).alias("invalid"),
-        F.sum(F.when(missing, 1).otherwise(0)).alias("missing"),
-    ).collect()[0]
-    n_invalid = int(row["invalid"] or 0)
-    first: list[tuple[int, str]] = []
-    if n_invalid:
-        ranked = df.select(
-            F.row_number().over(_order_window()).alias("n"),
-            F.expr(f"ST_IsValidReason(`{geom}`)").alias("why"),
-            invalid.alias("bad"),
-        )
-        for r in ranked.where("bad").orderBy("n").limit(INVALID_ROWS_SHOWN).collect():
-            first.append((int(r["n"]) - 1, str(r["why"])))
-    record_input_validity(
-        job.ctx,
-        key,
-        rows=int(row["rows"]),
-        invalid_count=n_invalid,
-        missing_count=int(row["missing"] or 0),
-        invalid=first,
-    )
-    if refuse and n_invalid:
-        raise invalid_input_error(
-            job.ctx, key, n_invalid, [n for n, _ in first], [w for _, w in first], join_ops.UNDEFINED_ON_INVALID
-        )
-
-
-def _order_window() -> Any:
-    from pyspark.sql import Window
-
-    return Window.orderBy(ROW)
-
-
-def _write(job: _Job, df: Any, order: list[str], crs_wkt: str) -> None:
-    """One GeoParquet file at the runner's temporary path, rows in ``order``, with the input's CRS."""
-    from pyproj import CRS
-
-    ctx = job.ctx
-    assert ctx.temp_output is not None
-    scratch = ctx.temp_output.parent / f".{ctx.temp_output.stem}.spark-{uuid.uuid4().hex[:8]}"
-    out = df.repartition(1).sortWithinPartitions(*order).drop(*order)
-    try:
-        (
-            out.write.format("geoparquet")
-            .option("geoparquet.crs", CRS.from_wkt(crs_wkt).to_json())
-            .mode("errorifexists")
-            .save(str(scratch))
-        )
-        parts = sorted(p for p in scratch.iterdir() if p.name.startswith("part-") and p.suffix == ".parquet")
-        if len(parts) != 1:
-            raise EngineError(
-                f"Spark wrote {len(parts)} part files where one was expected",
-                code="SPARK_OUTPUT_UNEXPECTED",
-                evidence={"parts": [p.name for p in parts]},
-                hint="this is a bug in the Spark engine adapter; run with MAPSMITH_STACK=opensource meanwhile",
-            )
-        os.replace(parts[0], ctx.temp_output)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _finish(job: _Job) -> None:
-    job.ctx.parameters["x-mapsmith:spark_job"] = {
-        "master": job.session.master,
-        "spark_version": job.spark.version,
-        "input_partitions": dict(job.partitions),
-        "output_partitions": 1,
-        "default_parallelism": job.spark.sparkContext.defaultParallelism,
-        "session_start_seconds": job.session.start_seconds,
-        "job_seconds": round(time.perf_counter() - job.t0, 3),
-        **job.details,
-    }
-    job.ctx.engine_components["partitions"] = str(max(job.partitions.values(), default=1))
-    job.progress(1.0, "written")
-
-
-def _rows(path: Path, geom: str, arguments: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The page of written rows the call's offset/limit ask for, and its ``page`` record."""
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(path)
-    _, window = page(range(table.num_rows), arguments)
-    frame = table.drop_columns([geom]).slice(window["offset"], window["returned"]).to_pandas()
-    return json.loads(frame.to_json(orient="records")), window
-
-
-def _join_fields_as_long(df: Any, fields: list[str]) -> Any:
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ByteType, IntegerType, ShortType
-
-    small = {f.name for f in df.schema.fields if isinstance(f.dataType, (ByteType, IntegerType, ShortType))}
-    for name in fields:
-        if name in small:
-            df = df.withColumn(name, F.col(f"`{name}`").cast("bigint"))
-    return df
-
-
 # -- the operations --------------------------------------------------------------------------------
 
 
@@ -325,12 +107,12 @@ def spatial_join_spark(ctx: RunContext) -> None:
     from mapsmith.crs import linear_unit_metres, parse_crs
     from mapsmith_opensource import join_ops
 
-    job = _start(ctx)
+    job = start_job(ctx)
     job.progress(0.1, "reading input_path and join_path")
-    left, lgeom, lfields = _read(job, "input_path")
-    right, rgeom, rfields = _read(job, "join_path")
-    _check_validity(job, left, lgeom, "input_path", refuse=True)
-    _check_validity(job, right, rgeom, "join_path", refuse=True)
+    left, lgeom, lfields = read_layer(job, "input_path")
+    right, rgeom, rfields = read_layer(job, "join_path")
+    check_validity(job, left, lgeom, "input_path", refuse=True)
+    check_validity(job, right, rgeom, "join_path", refuse=True)
     crs = parse_crs(ctx.inputs["input_path"].crs_wkt)
     predicate = ctx.arguments["predicate"]
     if predicate == "within_distance":
@@ -358,7 +140,7 @@ def spatial_join_spark(ctx: RunContext) -> None:
             ).collect()[0]
             renamed = join_ops._rename_clashes([*lfields, lgeom], rfields, join_ops.JOIN_SUFFIX)
             extra = right.select(F.col(ROW).alias("__j"), *[F.col(f"`{f}`").alias(renamed.get(f, f)) for f in rfields])
-            extra = _join_fields_as_long(extra, [renamed.get(f, f) for f in rfields])
+            extra = fields_as_long(extra, [renamed.get(f, f) for f in rfields])
             how = ctx.arguments["how"]
             joined = left.join(pairs, left[ROW] == pairs["i"], "left" if how == "left" else "inner")
             joined = joined.join(extra, joined["j"] == extra["__j"], "left")
@@ -369,7 +151,7 @@ def spatial_join_spark(ctx: RunContext) -> None:
                 F.col("j").alias("__o2"),
             )
             job.progress(0.6, "writing GeoParquet")
-            _write(job, out, ["__o1", "__o2"], ctx.inputs["input_path"].crs_wkt)
+            write_geoparquet(job, out, ["__o1", "__o2"], ctx.inputs["input_path"].crs_wkt)
         finally:
             pairs.unpersist()
     finally:
@@ -381,7 +163,7 @@ def spatial_join_spark(ctx: RunContext) -> None:
         n_left, n_join, int(tally_row["pairs"]), int(tally_row["left"]), int(tally_row["right"])
     )
     join_ops._record_spatial_join(ctx, tally, renamed)
-    _finish(job)
+    finish_job(job)
     join_ops._check_written(ctx, tally, ctx.io.inspect(ctx.temp_output, None).feature_count)
 
 
@@ -402,16 +184,16 @@ def _points_in_polygons(
     from mapsmith.crs import parse_crs
     from mapsmith_opensource import join_ops
 
-    job = _start(ctx)
+    job = start_job(ctx)
     job.progress(0.1, "reading input_path and points_path")
-    polygons, pgeom, pfields = _read(job, "input_path")
-    points, tgeom, _ = _read(job, "points_path")
+    polygons, pgeom, pfields = read_layer(job, "input_path")
+    points, tgeom, _ = read_layer(job, "points_path")
     if value_field is not None:  # the GeoPandas engine's refusals, on a frame with the file's types and no rows
         empty = pq.read_schema(ctx.paths["points_path"]).empty_table().to_pandas()
         join_ops._numeric_field(ctx, empty.drop(columns=[tgeom], errors="ignore"), value_field, "points_path")
     join_ops._refuse_existing(ctx, pd_frame([*pfields, pgeom]), new_fields)
-    _check_validity(job, polygons, pgeom, "input_path", refuse=True)
-    _check_validity(job, points, tgeom, "points_path", refuse=False)
+    check_validity(job, polygons, pgeom, "input_path", refuse=True)
+    check_validity(job, points, tgeom, "points_path", refuse=False)
     crs = parse_crs(ctx.inputs["input_path"].crs_wkt)
     join_ops._record_topological(ctx, crs, "points_path", "points were tested against polygons")
     job.progress(0.3, "finding the points in each polygon with Sedona's spatial join")
@@ -420,22 +202,31 @@ def _points_in_polygons(
     polygons.createOrReplaceTempView(pview)
     points.createOrReplaceTempView(tview)
     try:
+        # inside: the point is in the polygon's interior, which tells a point in overlapping polygons from one
+        # on a boundary they share (join_ops.points_in_polygons.pair_counts gives the rule).
         pairs = job.spark.sql(
-            f"SELECT p.{ROW} AS i, t.{ROW} AS j FROM {pview} p JOIN {tview} t "
-            f"ON ST_Intersects(p.`{pgeom}`, t.`{tgeom}`)"
+            f"SELECT p.{ROW} AS i, t.{ROW} AS j, ST_Contains(p.`{pgeom}`, t.`{tgeom}`) AS inside "
+            f"FROM {pview} p JOIN {tview} t ON ST_Intersects(p.`{pgeom}`, t.`{tgeom}`)"
         ).persist()
         try:
             stats = pairs.agg(
                 F.count(F.lit(1)).alias("pairs"), F.countDistinct("i").alias("polys"), F.countDistinct("j").alias("pts")
             ).collect()[0]
-            several = pairs.groupBy("j").count().where("count > 1").count()
+            multi = (
+                pairs.groupBy("j")
+                .agg(F.count(F.lit(1)).alias("n"), F.max(F.col("inside").cast("int")).alias("interior"))
+                .where("n > 1")
+                .agg(F.count(F.lit(1)).alias("several"), F.sum("interior").alias("overlapping"))
+                .collect()[0]
+            )
+            several, overlapping = int(multi["several"] or 0), int(multi["overlapping"] or 0)
             no_geometry = points.where(F.col(f"`{tgeom}`").isNull() | F.expr(f"ST_IsEmpty(`{tgeom}`)")).count()
             keyed, columns = per_polygon(pairs, points)
             out = polygons.join(keyed, polygons[ROW] == keyed["i"], "left").select(
                 *[F.col(f"`{c}`") for c in polygons.columns if c != ROW], *columns, F.col(ROW).alias("__o1")
             )
             job.progress(0.6, "writing GeoParquet")
-            _write(job, out, ["__o1"], ctx.inputs["input_path"].crs_wkt)
+            write_geoparquet(job, out, ["__o1"], ctx.inputs["input_path"].crs_wkt)
         finally:
             pairs.unpersist()
     finally:
@@ -450,16 +241,15 @@ def _points_in_polygons(
         "points_counted": counted,
         "points_in_no_polygon": n_points - counted,
         "points_without_geometry": int(no_geometry),
-        "points_in_several_polygons": int(several),
+        "points_in_several_polygons": several,
+        "points_in_overlapping_polygons": overlapping,
+        "points_on_shared_boundaries": several - overlapping,
         "polygons_with_no_points": n_polygons - int(stats["polys"]),
     }
-    ctx.parameters["x-mapsmith:boundary_rule"] = join_ops.BOUNDARY_RULE
-    ctx.notes.append(
-        f"{counted} of {n_points} points lie in at least one polygon; {n_points - counted} lie in none (not "
-        f"counted anywhere; {no_geometry} of them have no geometry); {several} lie on a boundary several "
-        "polygons share and are counted in each of them"
-    )
-    _finish(job)
+    from mapsmith_opensource.join_ops.points_in_polygons import record_pair_counts
+
+    record_pair_counts(ctx, counts)  # the same note and boundary rule as every engine
+    finish_job(job)
     return counts, int(stats["pairs"]), pgeom
 
 
@@ -481,10 +271,14 @@ def count_in_polygons_spark(ctx: RunContext) -> None:
     counts, pairs, geom = _points_in_polygons(ctx, ["point_count"], per_polygon)
     ctx.parameters["x-mapsmith:join_counts"] = counts
     assert ctx.temp_output is not None
-    rows, window = _rows(ctx.temp_output, geom, ctx.arguments)
+    rows, window = page_rows(ctx.temp_output, geom, ctx.arguments)
+    from mapsmith_opensource.join_ops.points_in_polygons import warn_total_counts_overlaps
+
+    warn_total_counts_overlaps(ctx, pairs, counts)
     ctx.answer = {
         **counts,
         "total_point_count": pairs,
+        "distinct_point_count": counts["points_counted"],
         "boundary_rule": join_ops.BOUNDARY_RULE,
         "rows": rows,
         "page": window,
@@ -556,7 +350,7 @@ def summarize_points_in_polygons_spark(ctx: RunContext) -> None:
             f"see {null_column} per polygon; fill the missing values first if they should count",
         )
     assert ctx.temp_output is not None
-    rows, window = _rows(ctx.temp_output, geom, ctx.arguments)
+    rows, window = page_rows(ctx.temp_output, geom, ctx.arguments)
     ctx.answer = {
         **counts,
         "field": name,
@@ -578,7 +372,7 @@ NEAREST_RADIUS_GROWTH = 4.0
 
 
 def nearest_join_eligible(ctx: RunContext) -> str | None:
-    return _eligible(ctx, ("input_path", "join_path"))
+    return pair_eligible(ctx, ("input_path", "join_path"))
 
 
 def _planar_problem(ctx: RunContext) -> str | None:
@@ -628,7 +422,7 @@ def _search_radii(ctx: RunContext, n_join: int) -> tuple[float, float]:
     return last / math.sqrt(max(n_join, 1)), last
 
 
-def _nearest_pairs(job: _Job, left: Any, lgeom: str, right: Any, rgeom: str, limit: float | None) -> Any:
+def _nearest_pairs(job: Job, left: Any, lgeom: str, right: Any, rgeom: str, limit: float | None) -> Any:
     """One row per matched input row: __i, __j (the nearest join row; ties to the lowest), __d (CRS units)
     and __tied (how many join rows were within the tie tolerance of the nearest)."""
     from pyspark.sql import Window
@@ -693,12 +487,12 @@ def nearest_join_spark(ctx: RunContext) -> None:
     from mapsmith_opensource import join_ops
     from mapsmith_opensource.common import to_metric
 
-    job = _start(ctx)
+    job = start_job(ctx)
     job.progress(0.1, "reading input_path and join_path")
-    left, lgeom, lfields = _read(job, "input_path")
-    right, rgeom, rfields = _read(job, "join_path")
-    _check_validity(job, left, lgeom, "input_path", refuse=False)
-    _check_validity(job, right, rgeom, "join_path", refuse=False)
+    left, lgeom, lfields = read_layer(job, "input_path")
+    right, rgeom, rfields = read_layer(job, "join_path")
+    check_validity(job, left, lgeom, "input_path", refuse=False)
+    check_validity(job, right, rgeom, "join_path", refuse=False)
     crs = parse_crs(ctx.inputs["input_path"].crs_wkt)
     metric = to_metric(ctx, join_ops._CrsOnly(crs), "measured for nearest neighbours")
     n_left = ctx.inputs["input_path"].feature_count or 0
@@ -719,7 +513,7 @@ def nearest_join_spark(ctx: RunContext) -> None:
         ).collect()[0]
         renamed = join_ops._rename_clashes([*lfields, lgeom], rfields, join_ops.JOIN_SUFFIX)
         extra = right.select(F.col(ROW).alias("__jj"), *[F.col(f"`{f}`").alias(renamed.get(f, f)) for f in rfields])
-        extra = _join_fields_as_long(extra, [renamed.get(f, f) for f in rfields])
+        extra = fields_as_long(extra, [renamed.get(f, f) for f in rfields])
         joined = left.join(chosen, left[ROW] == chosen["__i"], "left")
         joined = joined.join(extra, joined["__j"] == extra["__jj"], "left")
         out = joined.select(
@@ -729,7 +523,7 @@ def nearest_join_spark(ctx: RunContext) -> None:
             F.col(ROW).alias("__o1"),
         )
         job.progress(0.7, "writing GeoParquet")
-        _write(job, out, ["__o1"], ctx.inputs["input_path"].crs_wkt)
+        write_geoparquet(job, out, ["__o1"], ctx.inputs["input_path"].crs_wkt)
     finally:
         chosen.unpersist()
     matched, tied = int(stats["matched"]), int(stats["tied"] or 0)
@@ -778,395 +572,25 @@ def nearest_join_spark(ctx: RunContext) -> None:
         },
         "renamed_fields": renamed,
     }
-    _finish(job)
-
-
-# -- dissolve_layer --------------------------------------------------------------------------------
-
-
-def dissolve_eligible(ctx: RunContext) -> str | None:
-    suffix = ctx.output_path.suffix.lower() if ctx.output_path else ""
-    if suffix not in OUTPUT_SUFFIXES:
-        return (
-            f"the Spark engine writes GeoParquet only, not {suffix or '(no extension)'}; choose an output_path "
-            "ending in .parquet (convert_format can turn it into another format afterwards)"
-        )
-    return _geoparquet_problem(ctx, ("input_path",))
-
-
-def _dissolve_plan(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
-    """The GeoPandas engine's argument and field refusals (overlay_ops), in the same order: the keys and
-    the declared aggregations."""
-    from mapsmith_opensource import overlay_ops
-
-    return overlay_ops.dissolve_plan(ctx)
-
-
-def validate_dissolve(ctx: RunContext) -> None:
-    _dissolve_plan(ctx)
-
-
-def _no_nan(df: Any, names: list[str]) -> Any:
-    """Float NaN read as null, as pandas (and so the GeoPandas engine) reads it."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import DoubleType, FloatType
-
-    floats = {f.name for f in df.schema.fields if isinstance(f.dataType, (DoubleType, FloatType))}
-    for name in names:
-        if name in floats:
-            col = F.col(f"`{name}`")
-            df = df.withColumn(name, F.when(F.isnan(col), F.lit(None)).otherwise(col))
-    return df
-
-
-def dissolve_layer_spark(ctx: RunContext) -> None:
-    """overlay_ops.dissolve_layer on Spark: one row per distinct key combination (a null key is a value of
-    its own), sorted by the keys with nulls last; geometries unioned with ST_Union_Aggr; the declared
-    aggregations with nulls skipped (first/last: the first/last non-null value in input order)."""
-    from pyspark.sql import functions as F
-
-    from mapsmith.errors import InputError
-    from mapsmith_opensource import overlay_ops
-
-    keys, declared = _dissolve_plan(ctx)
-    info = ctx.inputs["input_path"]
-    fields = list(info.fields)
-    job = _start(ctx)
-    job.progress(0.1, "reading input_path")
-    df, geom, _ = _read(job, "input_path")
-    _check_validity(job, df, geom, "input_path", refuse=True)
-    df = _no_nan(df, [*keys, *declared])
-    null_keys = ctx.arguments["null_keys"]
-    n_rows = info.feature_count or 0
-    null_count = 0
-    if keys:
-        null_mask = F.lit(False)
-        for k in keys:
-            null_mask = null_mask | F.col(f"`{k}`").isNull()
-        tallies = df.agg(
-            F.sum(F.when(null_mask, 1).otherwise(0)).alias("__any"),
-            *[F.sum(F.when(F.col(f"`{k}`").isNull(), 1).otherwise(0)).alias(k) for k in keys],
-        ).collect()[0]
-        null_count = int(tallies["__any"] or 0)
-        if null_count and null_keys == "refuse":
-            by_field = {k: int(tallies[k]) for k in keys if tallies[k]}
-            ranked = df.select(F.row_number().over(_order_window()).alias("n"), null_mask.alias("bad"))
-            first_rows = [int(r["n"]) - 1 for r in ranked.where("bad").orderBy("n").limit(10).collect()]
-            raise InputError(
-                f"{null_count} features have a null key ({', '.join(f'{k}: {n}' for k, n in by_field.items())}) "
-                "and null_keys is 'refuse'",
-                code="NULL_GROUP_KEY",
-                evidence={"null_key_features": null_count, "by_field": by_field, "first_rows": first_rows},
-                hint="fill the null keys first, or pass null_keys='group' to dissolve them into a group of their own",
-            )
-        expected = df.select(*[F.col(f"`{k}`") for k in keys]).distinct().count()
-    else:
-        expected = min(n_rows, 1)
-    dropped = [f for f in fields if f not in keys and f not in declared]
-
-    job.progress(0.3, "dissolving with ST_Union_Aggr" + (f" grouped by {', '.join(keys)}" if keys else ""))
-    g = f"`{geom}`"
-    union = F.expr(f"ST_Union_Aggr({g}) FILTER (WHERE {g} IS NOT NULL AND NOT ST_IsEmpty({g}))").alias("__u")
-    by_row = F.col(ROW)
-
-    def aggregate(name: str, function: str) -> Any:
-        col = F.col(f"`{name}`")
-        present_row = F.when(col.isNotNull(), by_row)
-        return {
-            "sum": F.sum(col),
-            "mean": F.avg(col),
-            "median": F.median(col),
-            "min": F.min(col),
-            "max": F.max(col),
-            "first": F.min_by(col, present_row),
-            "last": F.max_by(col, present_row),
-            "count": F.count(col),
-        }[function].alias(name)
-
-    columns = [union, *[aggregate(n, f) for n, f in declared.items()], F.count(F.lit(1)).alias("__n")]
-    grouped = df.groupBy(*[F.col(f"`{k}`") for k in keys]).agg(*columns) if keys else df.agg(*columns)
-    grouped = grouped.where(F.col("__n") > 0)  # a layer with no features dissolves into no group
-    order = [F.col(f"`{k}`").asc_nulls_last() for k in keys]
-    grouped = (
-        grouped.withColumn("__order", F.row_number().over(_window_by(order)))
-        if keys
-        else grouped.withColumn("__order", F.lit(1))
-    )
-    grouped = grouped.persist()
-    try:
-        empty_geometry = F.col("__u").isNull() | F.expr("ST_IsEmpty(__u)")
-        out = grouped.select(
-            *[F.col(f"`{k}`") for k in keys],
-            *[F.col(f"`{n}`") for n in declared],
-            F.when(empty_geometry, F.lit(None)).otherwise(F.col("__u")).alias(geom),
-            F.col("__order"),
-        )
-        no_geometry = grouped.where(empty_geometry).count()
-        # Only the requested page's group sizes travel back from Spark; __order counts groups from 1.
-        first, per_page = page_window(ctx.arguments)
-        in_page = (F.col("__order") > first) & (F.col("__order") <= first + per_page)
-        sizes = [int(r["__n"]) for r in grouped.where(in_page).orderBy("__order").select("__n").collect()]
-        job.progress(0.6, "writing GeoParquet")
-        _write(job, out, ["__order"], info.crs_wkt)
-    finally:
-        grouped.unpersist()
-    if no_geometry:
-        ctx.notes.append(f"{no_geometry} groups have no geometry (all their features had none): written without one")
-    ctx.parameters["x-mapsmith:fields_dropped"] = dropped
-    ctx.parameters["x-mapsmith:null_key_features"] = null_count
-    written = overlay_ops._check_count(
-        ctx,
-        expected,
-        f"the distinct combinations of {', '.join(keys)} in the input, counted before the dissolve"
-        if keys
-        else "one group for the whole layer",
-    )
-    overlay_ops.dissolve_notes(
-        ctx, keys, n_rows, written, "Sedona's ST_Union_Aggr on Spark", declared, dropped, null_count
-    )
-    assert ctx.temp_output is not None
-    rows, window = _rows(ctx.temp_output, geom, ctx.arguments)
-    for row, n in zip(rows, sizes, strict=False):
-        row["feature_count"] = n
-    ctx.answer = {
-        "group_count": written,
-        "by_fields": keys,
-        "aggregations": declared,
-        "fields_dropped": dropped,
-        "null_key_features": null_count,
-        "groups": rows,
-        "page": window,
-    }
-    _finish(job)
-
-
-def _window_by(order: list[Any]) -> Any:
-    from pyspark.sql import Window
-
-    return Window.orderBy(*order)
-
-
-# -- overlay_layers --------------------------------------------------------------------------------
-#
-# Every mode is built from three kinds of piece, in geopandas.overlay's order: the intersection of each
-# intersecting pair (input_path order, then overlay_path order); each input_path polygon minus the union of
-# the overlay polygons it intersects; each overlay_path polygon minus the union of the input polygons it
-# intersects (geopandas subtracts them one by one: the same point set; empty differences are dropped).
-OVERLAY_PARTS = {
-    "intersection": ("intersection",),
-    "difference": ("input_minus_overlay",),
-    "identity": ("intersection", "input_minus_overlay"),
-    "symmetric_difference": ("input_minus_overlay", "overlay_minus_input"),
-    "union": ("intersection", "input_minus_overlay", "overlay_minus_input"),
-}
-
-
-def overlay_eligible(ctx: RunContext) -> str | None:
-    return _eligible(ctx, ("input_path", "overlay_path"))
-
-
-def _overlay_fields(ctx: RunContext, how: str) -> tuple[list[str], list[str], dict[str, list[str]]]:
-    """input_path's and overlay_path's fields and the renames of the shared ones: overlay_ops' rules."""
-    from mapsmith_opensource import overlay_ops
-
-    left_fields = list(ctx.inputs["input_path"].fields)
-    right_fields = list(ctx.inputs["overlay_path"].fields)
-    renamed, _ = overlay_ops.overlay_fields(how, left_fields, right_fields)
-    return left_fields, right_fields, renamed
-
-
-def validate_overlay(ctx: RunContext) -> None:
-    """Before Spark starts: overlay_ops' field rules (every mode of the contract runs here)."""
-    _overlay_fields(ctx, ctx.arguments["how"])
-
-
-def _polygonal(df: Any) -> Any:
-    """overlay_ops' keep_geom_type made explicit, per piece in column __g: polygons kept as they are, the
-    polygonal parts of a collection unioned, and every lower-dimension part counted in __fragments."""
-    from pyspark.sql import functions as F
-
-    kind = F.expr("GeometryType(__g)")
-    polygon = kind.isin("POLYGON", "MULTIPOLYGON")
-    n_polygons = F.expr("ST_NumGeometries(ST_CollectionExtract(__g, 3))")
-    n_parts = F.expr("size(ST_Dump(__g))")
-    kept = (
-        F.when(polygon, F.col("__g"))
-        .when(n_polygons == 0, F.lit(None))
-        .when(n_polygons == 1, F.expr("ST_GeometryN(ST_CollectionExtract(__g, 3), 0)"))
-        .otherwise(F.expr("ST_UnaryUnion(ST_CollectionExtract(__g, 3))"))
-    )
-    return df.withColumn("__fragments", F.when(polygon, 0).otherwise(n_parts - n_polygons)).withColumn("__g", kept)
-
-
-def overlay_layers_spark(ctx: RunContext) -> None:
-    from pyspark.sql import functions as F
-
-    from mapsmith.crs import crs_label, parse_crs
-    from mapsmith_opensource import overlay_ops
-
-    how = ctx.arguments["how"]
-    left_fields, right_fields, renamed = _overlay_fields(ctx, how)
-    job = _start(ctx)
-    job.progress(0.1, "reading input_path and overlay_path")
-    left, lgeom, _ = _read(job, "input_path")
-    right, rgeom, _ = _read(job, "overlay_path")
-    crs = parse_crs(ctx.inputs["input_path"].crs_wkt)
-    ctx.crs_decisions.update(
-        {
-            "analysis_crs": crs_label(crs),
-            "reason": "overlaid in input_path's CRS (planar: edges are straight lines in its coordinates), so the "
-            "input's coordinates are written unchanged",
-        }
-    )
-    _check_validity(job, left, lgeom, "input_path", refuse=True)
-    _check_validity(job, right, rgeom, "overlay_path", refuse=True)
-    without_geometry: dict[str, int] = {}
-    frames = {}
-    for key, frame, geom in (("input_path", left, lgeom), ("overlay_path", right, rgeom)):
-        missing = F.col(f"`{geom}`").isNull() | F.expr(f"ST_IsEmpty(`{geom}`)")
-        n_missing = frame.where(missing).count()
-        if n_missing:
-            without_geometry[key] = n_missing
-            ctx.notes.append(
-                f"{key}: {n_missing} features have no geometry (null or empty) and take no part in the overlay"
-            )
-        frames[key] = frame.where(~missing)
-    left_names = {n: (n + overlay_ops.OVERLAY_SUFFIXES[0] if n in renamed else n) for n in left_fields}
-    right_names = {n: (n + overlay_ops.OVERLAY_SUFFIXES[1] if n in renamed else n) for n in right_fields}
-    lsel = frames["input_path"].select(
-        F.col(ROW).alias("__i"),
-        F.col(f"`{lgeom}`").alias("__lg"),
-        *[F.col(f"`{n}`").alias(left_names[n]) for n in left_fields],
-    )
-    rsel = frames["overlay_path"].select(
-        F.col(ROW).alias("__j"),
-        F.col(f"`{rgeom}`").alias("__rg"),
-        *[F.col(f"`{n}`").alias(right_names[n]) for n in right_fields],
-    )
-    suffix = uuid.uuid4().hex[:8]
-    lview, rview = f"mapsmith_ol_{suffix}", f"mapsmith_or_{suffix}"
-    lsel.createOrReplaceTempView(lview)
-    rsel.createOrReplaceTempView(rview)
-    job.progress(0.3, f"overlay ({how}): pairing polygons with Sedona's spatial join")
-    try:
-        pairs = job.spark.sql(
-            f"SELECT l.*, r.* FROM {lview} l JOIN {rview} r ON ST_Intersects(l.__lg, r.__rg)"
-        ).persist()
-        try:
-            left_out = [F.col(f"`{left_names[n]}`") for n in left_fields]
-            right_out = [F.col(f"`{right_names[n]}`") for n in right_fields]
-            left_null = [
-                F.lit(None).cast(lsel.schema[left_names[n]].dataType).alias(left_names[n]) for n in left_fields
-            ]
-            right_null = [
-                F.lit(None).cast(rsel.schema[right_names[n]].dataType).alias(right_names[n]) for n in right_fields
-            ]
-            parts = OVERLAY_PARTS[how]
-            pieces = []
-            if "intersection" in parts:
-                pieces.append(
-                    pairs.select(
-                        *left_out,
-                        *right_out,
-                        F.expr("ST_Intersection(__lg, __rg)").alias("__g"),
-                        F.lit(parts.index("intersection")).alias("__o0"),
-                        F.col("__i").alias("__o1"),
-                        F.col("__j").alias("__o2"),
-                    )
-                )
-            if "input_minus_overlay" in parts:
-                unions = pairs.groupBy("__i").agg(F.expr("ST_Union_Aggr(__rg)").alias("__u"))
-                diff = lsel.join(unions, "__i", "left").select(
-                    *left_out,
-                    *(right_null if how != "difference" else []),
-                    F.when(F.col("__u").isNull(), F.col("__lg"))
-                    .otherwise(F.expr("ST_Difference(__lg, __u)"))
-                    .alias("__g"),
-                    F.lit(parts.index("input_minus_overlay")).alias("__o0"),
-                    F.col("__i").alias("__o1"),
-                    F.lit(0).cast("bigint").alias("__o2"),
-                )
-                pieces.append(diff.where("NOT ST_IsEmpty(__g)"))  # geopandas drops empty differences
-            if "overlay_minus_input" in parts:
-                unions = pairs.groupBy("__j").agg(F.expr("ST_Union_Aggr(__lg)").alias("__u"))
-                diff = rsel.join(unions, "__j", "left").select(
-                    *left_null,
-                    *right_out,
-                    F.when(F.col("__u").isNull(), F.col("__rg"))
-                    .otherwise(F.expr("ST_Difference(__rg, __u)"))
-                    .alias("__g"),
-                    F.lit(parts.index("overlay_minus_input")).alias("__o0"),
-                    F.col("__j").alias("__o1"),
-                    F.lit(0).cast("bigint").alias("__o2"),
-                )
-                pieces.append(diff.where("NOT ST_IsEmpty(__g)"))
-            result = pieces[0]
-            for more in pieces[1:]:
-                result = result.unionByName(more)
-            if len(parts) > 1:  # fields that now hold nulls are written 64-bit, as GeoPandas' Int64 writes them
-                result = _join_fields_as_long(result, list(result.columns))
-            result = _polygonal(result).persist()
-            try:
-                tally = result.agg(
-                    F.count(F.lit(1)).alias("pieces"),
-                    F.sum("__fragments").alias("fragments"),
-                    F.sum(F.when(F.col("__g").isNull(), 1).otherwise(0)).alias("no_area"),
-                ).collect()[0]
-                names = [left_names[n] for n in left_fields] + (
-                    [right_names[n] for n in right_fields] if how != "difference" else []
-                )
-                out = result.where(F.col("__g").isNotNull()).select(
-                    *[F.col(f"`{n}`") for n in names], F.col("__g").alias("geometry"), "__o0", "__o1", "__o2"
-                )
-                job.progress(0.6, "writing GeoParquet")
-                _write(job, out, ["__o0", "__o1", "__o2"], ctx.inputs["input_path"].crs_wkt)
-            finally:
-                result.unpersist()
-        finally:
-            pairs.unpersist()
-    finally:
-        job.spark.catalog.dropTempView(lview)
-        job.spark.catalog.dropTempView(rview)
-    pieces_n, fragments, no_area = int(tally["pieces"]), int(tally["fragments"] or 0), int(tally["no_area"] or 0)
-    written = pieces_n - no_area
-    ctx.parameters["x-mapsmith:lower_dimension_fragments_dropped"] = fragments
-    ctx.parameters["x-mapsmith:renamed_fields"] = renamed
-    ctx.notes.append(
-        f"overlay how={how!r} on Spark (Sedona ST_Intersection / ST_Difference on the pairs its spatial join "
-        f"found) gave {pieces_n} pieces; MapSmith kept the polygonal part of each: {written} written, {no_area} had "
-        f"no area at all (where the layers only touch), {fragments} lower-dimension fragments (lines along shared "
-        "edges, points at touching corners) were dropped"
-    )
-    if renamed:
-        ctx.notes.append(
-            "fields in both layers were renamed: "
-            + ", ".join(f"{k} -> {v[0]} (input_path), {v[1]} (overlay_path)" for k, v in renamed.items())
-        )
-    ctx.answer = {
-        "how": how,
-        "feature_count": written,
-        "lower_dimension_fragments_dropped": fragments,
-        "pieces_without_area_dropped": no_area,
-        "renamed_fields": renamed,
-        "input_features_without_geometry": without_geometry,
-    }
-    _finish(job)
+    finish_job(job)
 
 
 # -- registration ----------------------------------------------------------------------------------
 
-# operation -> (implementation, eligible, validate): what mapsmith_sedona registers on the sedona stack.
-SPARK_OPERATIONS: dict[str, tuple[str, str, str | None]] = {
-    "spatial_join": ("spatial_join_spark", "spatial_join_eligible", "validate_spatial_join"),
-    "count_in_polygons": ("count_in_polygons_spark", "points_in_polygons_eligible", None),
+# operation -> (module of mapsmith_sedona, implementation, eligible, validate): what mapsmith_sedona registers
+# on the sedona stack.
+SPARK_OPERATIONS: dict[str, tuple[str, str, str, str | None]] = {
+    "spatial_join": ("spark_ops", "spatial_join_spark", "spatial_join_eligible", "validate_spatial_join"),
+    "count_in_polygons": ("spark_ops", "count_in_polygons_spark", "points_in_polygons_eligible", None),
     "summarize_points_in_polygons": (
+        "spark_ops",
         "summarize_points_in_polygons_spark",
         "points_in_polygons_eligible",
         "validate_summarize_points",
     ),
-    "nearest_join": ("nearest_join_spark", "nearest_join_eligible", "validate_nearest_join"),
-    "dissolve_layer": ("dissolve_layer_spark", "dissolve_eligible", "validate_dissolve"),
-    "overlay_layers": ("overlay_layers_spark", "overlay_eligible", "validate_overlay"),
+    "nearest_join": ("spark_ops", "nearest_join_spark", "nearest_join_eligible", "validate_nearest_join"),
+    "dissolve_layer": ("spark_dissolve", "dissolve_layer_spark", "dissolve_eligible", "validate_dissolve"),
+    "overlay_layers": ("spark_overlay", "overlay_layers_spark", "overlay_eligible", "validate_overlay"),
 }
 
 
@@ -1174,16 +598,17 @@ def register_operations(register: Any, requirement: Callable[[], Any], only: tup
     """Register the Spark engine of every operation in SPARK_OPERATIONS (or of ``only`` those)."""
     from mapsmith_sedona import STACK
 
-    here = globals()
-    for operation, (function, eligible, validate) in SPARK_OPERATIONS.items():
+    for operation, (module_name, function, eligible, validate) in SPARK_OPERATIONS.items():
         if only is not None and operation not in only:
             continue
+        # The modules import no engine at module level, so this stays cheap at the server's start.
+        module = importlib.import_module(f"mapsmith_sedona.{module_name}")
         register(
-            here[function],
+            getattr(module, function),
             operation=operation,
             stack=STACK,
             engine=ENGINE,
-            eligible=here[eligible],
+            eligible=getattr(module, eligible),
             requirement=requirement,
-            validate=here[validate] if validate else None,
+            validate=getattr(module, validate) if validate else None,
         )

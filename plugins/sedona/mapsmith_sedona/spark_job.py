@@ -1,0 +1,264 @@
+"""The machinery every Spark operation of the sedona stack shares: eligibility, one job's session and record.
+
+Reading a GeoParquet input with an order key (input order survives Spark's shuffles), the validity record
+and refusal the GeoPandas engine makes, writing exactly one GeoParquet file at the runner's temporary
+path with the input's CRS, the ``x-mapsmith:spark_job`` record, and the page of rows an answer lists.
+spark_ops (the joins), spark_dissolve and spark_overlay build on it. What it must never do: import
+pyspark at module level (the server's start-up stays fast), or write anywhere but the runner's
+temporary path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mapsmith.errors import EngineError
+from mapsmith.paging import page
+
+if TYPE_CHECKING:
+    from mapsmith.runner import RunContext
+
+ENGINE = "apache-sedona-spark"
+ROW = "__mapsmith_row"  # an order key added to every input: input order, then join order
+OUTPUT_SUFFIXES = (".parquet", ".geoparquet")
+
+
+# -- eligibility and validation: before Spark starts ----------------------------------------------
+
+
+def geoparquet_problem(ctx: RunContext, keys: tuple[str, ...]) -> str | None:
+    from mapsmith_opensource import io
+
+    for key in keys:
+        if not io.is_parquet(ctx.paths[key]):
+            return (
+                f"{key} is not GeoParquet ({ctx.inputs[key].driver}); the Spark engine reads GeoParquet files only: "
+                "convert_format it to .parquet first"
+            )
+    return None
+
+
+def pair_eligible(ctx: RunContext, keys: tuple[str, str]) -> str | None:
+    from pyproj import CRS
+
+    suffix = ctx.output_path.suffix.lower() if ctx.output_path else ""
+    if suffix not in OUTPUT_SUFFIXES:
+        return (
+            f"the Spark engine writes GeoParquet only, not {suffix or '(no extension)'}; choose an output_path "
+            "ending in .parquet (convert_format can turn it into another format afterwards)"
+        )
+    problem = geoparquet_problem(ctx, keys)
+    if problem:
+        return problem
+    first, second = (ctx.inputs[k] for k in keys)
+    if first.crs_wkt is None or second.crs_wkt is None:
+        return None  # the runner has refused this already (CRS_REQUIRED)
+    if not CRS.from_wkt(first.crs_wkt).equals(CRS.from_wkt(second.crs_wkt), ignore_axis_order=True):
+        return (
+            f"{keys[0]} is in {first.crs_label} and {keys[1]} in {second.crs_label}; the Spark engine joins only "
+            f"layers in one CRS: reproject_layer {keys[1]} to {first.crs_label} first"
+        )
+    return None
+
+
+# -- Spark work ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Job:
+    """One run's Spark handles and what it records."""
+
+    ctx: RunContext
+    spark: Any
+    session: Any
+    t0: float
+    partitions: dict[str, int]
+    details: dict[str, Any] = field(default_factory=dict)  # what this operation adds to x-mapsmith:spark_job
+
+    def progress(self, fraction: float, message: str) -> None:
+        if self.ctx.progress is not None:
+            try:
+                self.ctx.progress(fraction, message)
+            except Exception:  # a client that went away must not fail the run
+                pass
+
+
+def start_job(ctx: RunContext) -> Job:
+    from importlib import metadata
+
+    from mapsmith_sedona import engine_versions
+    from mapsmith_sedona.jars import ARTIFACTS, GEOTOOLS_WRAPPER_VERSION, SCALA_VERSION, SEDONA_VERSION
+    from mapsmith_sedona.spark_session import get_session, master_of, running
+
+    if ctx.progress is not None and running() is None:
+        ctx.progress(0.02, "starting Spark with Apache Sedona (once per process)")
+    session = get_session(ctx.environ)
+    t0 = time.perf_counter()  # the job's own time: the session's start is recorded apart
+    asked = master_of(ctx.environ)
+    if asked != session.master:
+        ctx.notes.append(
+            f"Spark master: this run asked for {asked}, but the process's SparkSession was started on "
+            f"{session.master} and one process has one session; it ran there (restart the server to change it)"
+        )
+    spark = session.spark
+    versions = engine_versions()
+    components = {
+        "spark": spark.version,
+        "pyspark": metadata.version("pyspark"),
+        "scala": SCALA_VERSION,
+        "sedona-jar": ARTIFACTS[0].coordinate,
+        "geotools-wrapper": GEOTOOLS_WRAPPER_VERSION,
+        "spark_master": session.master,
+        "default_parallelism": str(spark.sparkContext.defaultParallelism),
+    }
+    if "apache-sedona" in versions:
+        components["apache-sedona (python)"] = versions["apache-sedona"]
+    if "java" in versions:
+        components["java"] = versions["java"]
+    ctx.set_engine("apache-sedona", SEDONA_VERSION, **components)
+    return Job(ctx, spark, session, t0, {})
+
+
+def geometry_column(path: Path) -> str:
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    geo = json.loads(meta.get(b"geo", b"{}") or b"{}")
+    return str(geo.get("primary_column") or "geometry")
+
+
+def read_layer(job: Job, key: str) -> tuple[Any, str, list[str]]:
+    """The input as a DataFrame with an order key; its geometry column and attribute fields."""
+    from pyspark.sql import functions as F
+
+    path = job.ctx.paths[key]
+    geom = geometry_column(path)
+    df = job.spark.read.format("geoparquet").load(str(path))
+    # A single file's splits are numbered in file order, so this id orders rows as the file does.
+    df = df.withColumn(ROW, F.monotonically_increasing_id())
+    job.partitions[key] = df.rdd.getNumPartitions()
+    fields = [c for c in df.columns if c not in (geom, ROW)]
+    return df, geom, fields
+
+
+def check_validity(job: Job, df: Any, geom: str, key: str, *, refuse: bool) -> None:
+    """The GeoPandas engine's validity record (and refusal), with the counting done by Spark."""
+    from pyspark.sql import functions as F
+
+    from mapsmith_opensource import join_ops
+    from mapsmith_opensource.common import INVALID_ROWS_SHOWN, invalid_input_error, record_input_validity
+
+    g = F.col(f"`{geom}`")
+    missing = g.isNull() | F.expr(f"ST_IsEmpty(`{geom}`)")
+    invalid = ~missing & ~F.expr(f"ST_IsValid(`{geom}`)")
+    row = df.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.when(invalid, 1).otherwise(0)).alias("invalid"),
+        F.sum(F.when(missing, 1).otherwise(0)).alias("missing"),
+    ).collect()[0]
+    n_invalid = int(row["invalid"] or 0)
+    first: list[tuple[int, str]] = []
+    if n_invalid:
+        ranked = df.select(
+            F.row_number().over(order_window()).alias("n"),
+            F.expr(f"ST_IsValidReason(`{geom}`)").alias("why"),
+            invalid.alias("bad"),
+        )
+        for r in ranked.where("bad").orderBy("n").limit(INVALID_ROWS_SHOWN).collect():
+            first.append((int(r["n"]) - 1, str(r["why"])))
+    record_input_validity(
+        job.ctx,
+        key,
+        rows=int(row["rows"]),
+        invalid_count=n_invalid,
+        missing_count=int(row["missing"] or 0),
+        invalid=first,
+    )
+    if refuse and n_invalid:
+        raise invalid_input_error(
+            job.ctx, key, n_invalid, [n for n, _ in first], [w for _, w in first], join_ops.UNDEFINED_ON_INVALID
+        )
+
+
+def order_window() -> Any:
+    from pyspark.sql import Window
+
+    return Window.orderBy(ROW)
+
+
+def write_geoparquet(job: Job, df: Any, order: list[str], crs_wkt: str) -> None:
+    """One GeoParquet file at the runner's temporary path, rows in ``order``, with the input's CRS."""
+    from pyproj import CRS
+
+    ctx = job.ctx
+    assert ctx.temp_output is not None
+    scratch = ctx.temp_output.parent / f".{ctx.temp_output.stem}.spark-{uuid.uuid4().hex[:8]}"
+    out = df.repartition(1).sortWithinPartitions(*order).drop(*order)
+    try:
+        (
+            out.write.format("geoparquet")
+            .option("geoparquet.crs", CRS.from_wkt(crs_wkt).to_json())
+            .mode("errorifexists")
+            .save(str(scratch))
+        )
+        parts = sorted(p for p in scratch.iterdir() if p.name.startswith("part-") and p.suffix == ".parquet")
+        if len(parts) != 1:
+            raise EngineError(
+                f"Spark wrote {len(parts)} part files where one was expected",
+                code="SPARK_OUTPUT_UNEXPECTED",
+                evidence={"parts": [p.name for p in parts]},
+                hint="this is a bug in the Spark engine adapter; run with MAPSMITH_STACK=opensource meanwhile",
+            )
+        os.replace(parts[0], ctx.temp_output)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def finish_job(job: Job) -> None:
+    job.ctx.parameters["x-mapsmith:spark_job"] = {
+        "master": job.session.master,
+        "spark_version": job.spark.version,
+        "input_partitions": dict(job.partitions),
+        "output_partitions": 1,
+        "default_parallelism": job.spark.sparkContext.defaultParallelism,
+        "session_start_seconds": job.session.start_seconds,
+        "job_seconds": round(time.perf_counter() - job.t0, 3),
+        **job.details,
+    }
+    job.ctx.engine_components["partitions"] = str(max(job.partitions.values(), default=1))
+    job.progress(1.0, "written")
+
+
+def page_rows(path: Path, geom: str, arguments: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The page of written rows the call's offset/limit ask for, and its ``page`` record."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    _, window = page(range(table.num_rows), arguments)
+    frame = table.drop_columns([geom]).slice(window["offset"], window["returned"]).to_pandas()
+    return json.loads(frame.to_json(orient="records")), window
+
+
+def fields_as_long(df: Any, fields: list[str]) -> Any:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ByteType, IntegerType, ShortType
+
+    small = {f.name for f in df.schema.fields if isinstance(f.dataType, (ByteType, IntegerType, ShortType))}
+    for name in fields:
+        if name in small:
+            df = df.withColumn(name, F.col(f"`{name}`").cast("bigint"))
+    return df
+
+
+def window_by(order: list[Any]) -> Any:
+    from pyspark.sql import Window
+
+    return Window.orderBy(*order)

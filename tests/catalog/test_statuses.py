@@ -1,0 +1,233 @@
+"""The statuses issue 21 added: ``none`` (nothing in the catalogue supports the request), ``relaxed``
+(``produces`` alone emptied what the caller's data allows), and ``unsure`` only on real disagreement;
+each with its clean twin, the same kind of request without the defect, answered as before."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mapsmith.app import MapSmith
+from mapsmith.catalog import search, support
+from mapsmith.catalog.search import _disagree, discover, fuse
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def fresh_index() -> Iterator[None]:
+    search._INDEXES.clear()
+    yield
+    search._INDEXES.clear()
+
+
+def _names(answer: dict[str, Any]) -> list[str]:
+    return [c["operation"] for c in answer["candidates"]]
+
+
+# -- none ---------------------------------------------------------------------------------------------
+
+# Written for this test, not taken from the calibration set: none of their words is in any entry's own
+# vocabulary (checked below), and no entry passage is close in meaning.
+OFF_TOPIC = [
+    "wish my sister a happy birthday",
+    "what should I wear to the wedding",
+    "play some jazz in the kitchen",
+    "tell me a joke about penguins",
+]
+
+
+@pytest.mark.parametrize("request_text", OFF_TOPIC)
+def test_an_off_topic_request_is_answered_none_with_the_nearest_as_not_a_match(
+    app: MapSmith, request_text: str
+) -> None:
+    idx = search._index(app.host.contracts)
+    assert support.lexical_support(request_text, idx.vocabulary, len(idx.contracts)) == 0.0
+    answer = discover(app, request_text)
+    assert answer["status"] == "none"
+    assert answer["candidates"] == [] and answer["count"] == 0
+    nearest = answer["not_a_match"]
+    assert len(nearest) == support.NOT_A_MATCH_SHOWN
+    assert all(n["operation"] in app.host.contracts for n in nearest)
+    assert "not a match" in answer["message"] and "list_operations" in answer["hint"]
+
+
+def test_none_holds_under_facets_too(app: MapSmith) -> None:
+    # facets narrow what is listed as not a match; they do not make an off-topic request answerable
+    answer = discover(app, "play some jazz in the kitchen", input_kind="raster")
+    assert answer["status"] == "none" and answer["candidates"] == []
+    raster_readers = {n for n, c in app.host.contracts.items() if any(d.kind in ("raster", "any") for d in c.datasets)}
+    assert {n["operation"] for n in answer["not_a_match"]} <= raster_readers
+
+
+@pytest.mark.parametrize(
+    ("request_text", "first"),
+    [
+        ("buffer the rivers by 100 metres", "buffer_layer"),
+        ("steepness of the terrain in degrees", "slope"),
+        ("the coastline has 400,000 vertices and the browser crashes", "simplify_layer"),
+    ],
+)
+def test_clean_twin_a_gis_request_is_not_none(app: MapSmith, request_text: str, first: str) -> None:
+    answer = discover(app, request_text)
+    assert answer["status"] in ("ranked", "choose")
+    assert "not_a_match" not in answer
+    assert _names(answer)[0] == first
+
+
+def test_an_empty_query_is_never_none(app: MapSmith) -> None:
+    assert discover(app, "")["status"] == "ranked"
+
+
+def test_without_the_vector_ranker_only_a_request_with_no_known_word_is_none() -> None:
+    assert support.is_unsupported(0.0, None) is True
+    assert support.is_unsupported(0.4, None) is False  # below the calibrated lexical threshold, yet a known word
+    # with both signals, both must be at or under their thresholds
+    assert support.is_unsupported(support.NONE_MAX_LEXICAL_SUPPORT, support.NONE_MAX_VECTOR_SUPPORT) is True
+    assert support.is_unsupported(support.NONE_MAX_LEXICAL_SUPPORT + 0.01, 0.0) is False
+    assert support.is_unsupported(0.0, support.NONE_MAX_VECTOR_SUPPORT + 0.01) is False
+
+
+def test_lexical_support_sums_the_idf_of_known_words_once_each() -> None:
+    # 4 entries; "buffer" is named by 1 of them, "river" by none: idf = ln((4 - 1 + 0.5) / (1 + 0.5) + 1)
+    vocabulary = {"buffer": 1, "layer": 4}
+    expected = 1.2039728043259361  # ln(3.5 / 1.5 + 1) = ln(10 / 3)
+    assert support.lexical_support("buffer buffer the river", vocabulary, 4) == pytest.approx(expected)
+    # a word every entry names still counts a little: ln(0.5 / 4.5 + 1)
+    assert support.lexical_support("layer", vocabulary, 4) == pytest.approx(0.10536051565782628)
+    assert support.lexical_support("river", vocabulary, 4) == 0.0
+
+
+def test_coverage_is_the_share_of_the_request_the_catalogue_knows() -> None:
+    vocabulary = {"buffer": 1, "layer": 4}
+    # "my" is a stopword; "buffer" weighs idf(1) = ln(10 / 3), the unknown "email" idf(0) = ln(4.5 / 0.5 + 1)
+    known, unknown = math.log(10 / 3), math.log(10)
+    assert support.coverage("buffer my email", vocabulary, 4) == pytest.approx(known / (known + unknown))
+    assert support.coverage("buffer the layer", vocabulary, 4) == 1.0
+    assert support.coverage("email", vocabulary, 4) == 0.0
+    assert support.coverage("the of and", vocabulary, 4) == 1.0  # no content word: nothing to judge
+
+
+def test_low_coverage_is_none_whatever_the_support_and_its_clean_twin_is_not() -> None:
+    strong_lexical, strong_vector = 10.0, 0.95
+    assert support.is_unsupported(strong_lexical, strong_vector, support.NONE_MAX_COVERAGE) is True
+    assert support.is_unsupported(strong_lexical, strong_vector, support.NONE_MAX_COVERAGE + 0.01) is False
+
+
+def _calibrate_module() -> Any:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(
+        "mapsmith_discovery_calibrate", REPO / "benchmarks" / "discovery_calibrate.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_none_thresholds_meet_the_goal_on_the_measured_requests() -> None:
+    # Not an equality with a fresh calibration: every contract edit moves the optimum a little, and the
+    # constants are re-calibrated by hand (python benchmarks/discovery_calibrate.py). What must hold is the
+    # goal: under 2 % of the answerable texts (requests and contract examples) answered none, and the
+    # off-topic ones actually caught.
+    module = _calibrate_module()
+    data = module.load_queries()
+    app = module.make_app()
+    answerable = [module.signals(app, text) for text in module.answerable_texts(data, app)]
+    unanswerable = [module.signals(app, r["request"]) for r in data["unanswerable"]]
+    assert len(unanswerable) >= 80 + 60
+    wrong = [s for s in answerable if support.is_unsupported(*s)]
+    caught = [s for s in unanswerable if support.is_unsupported(*s)]
+    assert len(answerable) == len(set(module.answerable_texts(data, app)))
+    assert len(wrong) / len(answerable) < 0.02, wrong
+    assert len(caught) >= 25, "the none thresholds catch almost nothing: re-run the calibration"
+
+
+# -- relaxed ------------------------------------------------------------------------------------------
+
+# The caller holds a DEM and a trail line (2 datasets, one raster, lines) and guessed it wants a vector
+# layer back. Every operation that takes that data and writes a vector layer: none (worked out from the
+# contracts: elevation_profile answers rows, sample_raster_at_points wants points). produces alone
+# empties the set, so it is relaxed and what the data allows is answered, each with what it produces.
+TRAIL = {"input_kind": "raster", "dataset_count": 2, "geometry_types": ["line"]}
+
+
+def test_a_produces_wish_that_alone_empties_the_answer_is_relaxed(app: MapSmith) -> None:
+    answer = discover(app, "elevation profile along a trail", produces="dataset:vector", **TRAIL)
+    assert answer["status"] == "relaxed"
+    assert answer["relaxed"] == {"facet": "produces", "declared": ["dataset:vector"]}
+    assert _names(answer)[0] == "elevation_profile"
+    produced = {c["operation"]: c["produces"] for c in answer["candidates"]}
+    assert produced["elevation_profile"] == "answer"
+    assert "dataset:vector" not in produced.values()
+    # removed_by still says what produces removed
+    assert "elevation_profile" in answer["removed_by"]["produces"]["removed"]
+    assert "relaxed" in answer["message"] and "produces" in answer["message"]
+
+
+def test_clean_twin_the_right_produces_is_not_relaxed(app: MapSmith) -> None:
+    answer = discover(app, "elevation profile along a trail", produces="answer", **TRAIL)
+    assert answer["status"] == "choose"
+    assert "relaxed" not in answer
+    assert _names(answer)[0] == "elevation_profile"
+    assert all("produces" not in c for c in answer["candidates"])
+
+
+def test_facts_about_the_data_are_never_relaxed(app: MapSmith) -> None:
+    # no operation takes a plan: dropping produces leaves nothing either, so the answer stays empty
+    answer = discover(app, "check my processing plan", input_kind="plan", produces="answer")
+    assert answer["status"] == "empty" and answer["candidates"] == []
+    assert "relaxed" not in answer
+
+
+# -- the fusion and unsure ----------------------------------------------------------------------------
+
+
+def test_reciprocal_rank_fusion_by_hand() -> None:
+    lexical = {"a": 3.0, "b": 2.0, "c": 1.0}  # ranks a 1, b 2, c 3
+    vector = {"a": 0.0, "b": 5.0, "c": 1.0}  # ranks b 1, c 2, a 3
+    # k = 1: a = 1/2 + 1/4 = 0.75, b = 1/3 + 1/2 = 0.833333333, c = 1/4 + 1/3 = 0.583333333
+    assert fuse(lexical, vector, k=1, weights=(1.0, 1.0)) == {"a": 0.75, "b": 0.833333333, "c": 0.583333333}
+    # lexical weighted 2: a = 2/2 + 1/4 = 1.25, b = 2/3 + 1/2 = 1.166666667, c = 2/4 + 1/3 = 0.833333333
+    assert fuse(lexical, vector, k=1, weights=(2.0, 1.0)) == {"a": 1.25, "b": 1.166666667, "c": 0.833333333}
+
+
+def _scores(order: str) -> dict[str, float]:
+    # "abc..." -> a scores highest; every name of the alphabet below gets a positive score
+    return {name: float(len(order) - i) for i, name in enumerate(order)}
+
+
+def test_unsure_needs_disagreement_beyond_the_top_three() -> None:
+    # top 3 disjoint and neither first choice within the other's top 8: unsure, showing both top 3
+    assert _disagree(_scores("abcdefghijklmn"), _scores("lmnkjihgfedcba")) == {
+        "lexical": ["a", "b", "c"],
+        "vector": ["l", "m", "n"],
+    }
+    # clean twin: top 3 disjoint, but the lexical first choice "a" is the vector ranker's 4th: not unsure
+    assert _disagree(_scores("abcdefghijklmn"), _scores("lmnabcdefghijk")) is None
+    # a shared entry in the top 3: not unsure
+    assert _disagree(_scores("abcdefghijklmn"), _scores("xyaz")) is None
+
+
+def test_an_unknown_engine_lists_fusion(app: MapSmith) -> None:
+    from mapsmith.errors import ArgumentError
+
+    with pytest.raises(ArgumentError) as err:
+        discover(app, "buffer", engine="neural")
+    assert err.value.evidence["accepted"] == ["auto", "lexical", "vector", "fusion"]
+    assert discover(app, "buffer the rivers", engine="fusion")["engine"] == "fusion"
+    assert discover(app, "buffer the rivers")["engine"] == search.AUTO_ENGINE
+
+
+def test_a_strict_listing_by_facets_is_never_relaxed(app: MapSmith) -> None:
+    # MapSmith.list_operations filters strictly (no query): the elevation_profile wish above stays empty there
+    assert app.list_operations(input_kind="none", output_kind="description") == []
+    answer = discover(app, "elevation profile along a trail", produces="dataset:vector", relax=False, **TRAIL)
+    assert answer["status"] == "empty" and "relaxed" not in answer
