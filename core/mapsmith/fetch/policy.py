@@ -155,8 +155,8 @@ class FetchPolicy:
                 "fetching is off on this server: no host is allowed",
                 code="FETCH_DISABLED",
                 evidence={"url": url, "variable": ALLOW_ENV},
-                hint=f"the operator enables it by listing hosts in {ALLOW_ENV} (SECURITY.md, 'Fetching'); until "
-                "then put the data in the workspace and pass its path",
+                hint=f"no MapSmith tool can turn this on: ask the user to have the server's operator list the "
+                f"host in {ALLOW_ENV} (SECURITY.md, 'Fetching'), or to put the file in the workspace",
             )
         parts = urlsplit(url)
         if parts.scheme not in SCHEMES:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from mapsmith.derived_fields import DerivedField, DerivedPlan
 from mapsmith.errors import VerificationFailed
+from mapsmith_opensource.io import make_valid_keeping_dimension
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -28,22 +29,6 @@ if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
 SHOWN = 10  # features listed in a repair's evidence
-
-
-def make_valid_keeping_dimension(geoms: Any) -> tuple[Any, int]:
-    """``shapely.make_valid`` keeping each geometry's own dimension (a bow-tie polygon stays polygons,
-    its stray lines are counted, not kept): the rule io.repair_geometries applies to a written file."""
-    import shapely
-
-    fixed = shapely.make_valid(geoms)
-    dims = shapely.get_dimensions(geoms)
-    kept, dropped = [], 0
-    for geom, dim in zip(fixed, dims, strict=True):
-        parts = shapely.get_parts(geom)
-        same = [p for p in parts if shapely.get_dimensions(p) == dim]
-        dropped += len(parts) - len(same)
-        kept.append(shapely.union_all(same) if same else shapely.from_wkt("GEOMETRYCOLLECTION EMPTY"))
-    return kept, dropped
 
 
 def measurable(ctx: RunContext, frame: gpd.GeoDataFrame, key: str = "input_path") -> gpd.GeoDataFrame:

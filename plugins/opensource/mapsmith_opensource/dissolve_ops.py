@@ -517,8 +517,22 @@ def dissolve_layer(
     rows = attribute_rows(out.iloc[chosen[0] : chosen[-1] + 1]) if chosen else []
     for row, i in zip(rows, chosen, strict=True):
         row["feature_count"] = int(counts[i])
-    ctx.answer = {
-        "group_count": len(out),
+    ctx.answer = dissolve_answer(len(out), keys, declared, dropped, null_count, rows, window, weighted)
+
+
+def dissolve_answer(
+    groups: int,
+    keys: Any,
+    declared: dict[str, Any],
+    dropped: Any,
+    null_count: int,
+    rows: list[dict[str, Any]],
+    window: dict[str, Any],
+    weighted: Any,
+) -> dict[str, Any]:
+    """dissolve_layer's answer, the same from every engine (GeoPandas, SedonaDB, Spark)."""
+    return {
+        "group_count": groups,
         "by_fields": keys,
         "aggregations": {n: a.label for n, a in declared.items()},
         "fields_dropped": dropped,

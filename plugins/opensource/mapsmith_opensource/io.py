@@ -402,6 +402,23 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
     )
 
 
+def make_valid_keeping_dimension(geoms: Any) -> tuple[Any, int]:
+    """``shapely.make_valid`` keeping each geometry's own dimension (a bow-tie polygon stays polygons,
+    its stray lines are counted, not kept): the rule repair_geometries applies to a written file and
+    derived.measurable to what an operation reads."""
+    import shapely
+
+    fixed = shapely.make_valid(geoms)
+    dims = shapely.get_dimensions(geoms)
+    kept, dropped = [], 0
+    for geom, dim in zip(fixed, dims, strict=True):
+        parts = shapely.get_parts(geom)
+        same = [p for p in parts if shapely.get_dimensions(p) == dim]
+        dropped += len(parts) - len(same)
+        kept.append(shapely.union_all(same) if same else shapely.from_wkt("GEOMETRYCOLLECTION EMPTY"))
+    return kept, dropped
+
+
 def repair_geometries(source: Path, target: Path, layer: str | None) -> dict[str, Any]:
     """make_valid on the invalid geometries only, keeping each layer's own dimension."""
     import shapely
@@ -409,16 +426,9 @@ def repair_geometries(source: Path, target: Path, layer: str | None) -> dict[str
     gdf = read_layer(source, layer)
     geoms = gdf.geometry.values
     invalid = ~shapely.is_valid(geoms) & ~shapely.is_missing(geoms)
-    fixed = shapely.make_valid(geoms[invalid])
     # make_valid may return a collection mixing a polygon with stray lines; keep the parts of the
     # original dimension so a polygon layer stays a polygon layer, and count what was dropped.
-    dims = shapely.get_dimensions(geoms[invalid])
-    kept, dropped = [], 0
-    for geom, dim in zip(fixed, dims, strict=True):
-        parts = shapely.get_parts(geom)
-        same = [p for p in parts if shapely.get_dimensions(p) == dim]
-        dropped += len(parts) - len(same)
-        kept.append(shapely.union_all(same) if same else shapely.from_wkt("GEOMETRYCOLLECTION EMPTY"))
+    kept, dropped = make_valid_keeping_dimension(geoms[invalid])
     out = gdf.copy()
     values = out.geometry.values.copy()
     values[invalid] = kept

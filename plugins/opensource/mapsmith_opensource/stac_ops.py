@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from mapsmith.errors import ArgumentError, InputError
+from mapsmith.fetch.policy import FetchPolicy
 from mapsmith_opensource.registration import Registration
 from mapsmith_opensource.remote_raster import bbox_argument, refusal_or
 
@@ -68,13 +69,6 @@ def _query(text: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _policy(ctx: RunContext) -> Any:
-    from mapsmith.fetch.policy import FetchPolicy
-
-    policy = FetchPolicy.from_environ(ctx.environ)
-    return policy
-
-
 def stac_search(ctx: RunContext) -> None:
     import pystac_client  # the router has checked the [stac] extra (extras.stac)
     from pystac_client.stac_api_io import StacApiIO
@@ -84,7 +78,7 @@ def stac_search(ctx: RunContext) -> None:
 
     args = ctx.arguments
     url = url_argument(args.get("catalogue_url"), "catalogue_url")
-    policy = _policy(ctx)
+    policy = FetchPolicy.from_environ(ctx.environ)
     policy.check(url)  # off, host or address: refused before any library runs
     limit = int(args.get("limit") or 20)
     search: dict[str, Any] = {"max_items": limit, "limit": min(limit, MAX_ITEMS)}
@@ -144,7 +138,7 @@ def fetch_stac_asset(ctx: RunContext) -> None:
     args = ctx.arguments
     item_url = url_argument(args.get("item"), "item")
     key = str(args.get("asset") or "")
-    policy = _policy(ctx)
+    policy = FetchPolicy.from_environ(ctx.environ)
     policy.check(item_url)  # off, host or address: refused before anything is made on disk
     folder = Path(tempfile.mkdtemp(prefix="mapsmith-stac-"))
     try:

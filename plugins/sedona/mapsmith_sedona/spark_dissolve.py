@@ -286,14 +286,7 @@ def dissolve_layer_spark(ctx: RunContext) -> None:
     rows, window = page_rows(ctx.temp_output, geom, ctx.arguments)
     for row, n in zip(rows, sizes, strict=False):
         row["feature_count"] = n
-    ctx.answer = {
-        "group_count": written,
-        "by_fields": keys,
-        "aggregations": {n: a.label for n, a in declared.items()},
-        "fields_dropped": dropped,
-        "null_key_features": null_count,
-        "groups": rows,
-        "page": window,
-        **({"weighted_aggregates": weighted} if weighted else {}),
-    }
+    from mapsmith_opensource.dissolve_ops import dissolve_answer
+
+    ctx.answer = dissolve_answer(written, keys, declared, dropped, null_count, rows, window, weighted)
     finish_job(job)

@@ -26,6 +26,7 @@ from mapsmith_opensource.join_ops.shared import (
     _numeric_field,
     _refuse_existing,
     _rows,
+    refuse_self_weight,
 )
 from mapsmith_opensource.registration import Registration
 
@@ -66,13 +67,7 @@ def validate_apportion(ctx: RunContext) -> None:
             evidence=evidence,
             hint="remove weight_field, or set quantity_type='intensive' if field is a rate, share or density",
         )
-    if weight == ctx.arguments["field"]:
-        raise ArgumentError(
-            f"weight_field is {weight!r}, the field itself: its mean weighted by itself is not a mean",
-            code="WEIGHT_INVALID",
-            evidence={**evidence, "field": weight},
-            hint="name the field the values are a quotient of (e.g. population for a rate per person)",
-        )
+    refuse_self_weight(weight, ctx.arguments["field"], evidence)
 
 
 # -- apportion_by_area ------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from mapsmith_opensource.join_ops.shared import (
     _record_topological,
     _refuse_existing,
     _rows,
+    refuse_self_weight,
 )
 from mapsmith_opensource.registration import Registration
 
@@ -242,13 +243,7 @@ def validate_summarize_points(ctx: RunContext) -> None:
             evidence=evidence,
             hint="add weighted_mean to statistics (e.g. 'weighted_mean,count'), or remove weight_field",
         )
-    if weight is not None and weight == ctx.arguments["field"]:
-        raise ArgumentError(
-            f"weight_field is {weight!r}, the field itself: its mean weighted by itself is sum(x^2)/sum(x), not a mean",
-            code="WEIGHT_INVALID",
-            evidence={**evidence, "field": weight},
-            hint="name the field the values are a quotient of (e.g. population for a rate per person)",
-        )
+    refuse_self_weight(weight, ctx.arguments["field"], evidence)
 
 
 def validate_summarize_points_unweighted(ctx: RunContext) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import crs_label, linear_unit_metres
-from mapsmith.errors import InputError
+from mapsmith.errors import ArgumentError, InputError
 from mapsmith.paging import page
 
 if TYPE_CHECKING:
@@ -99,6 +99,17 @@ def _numeric_field(ctx: RunContext, frame: pd.DataFrame, name: str, dataset: str
             "read as numbers: MapSmith does not guess which texts are numbers)",
         )
     return values
+
+
+def refuse_self_weight(weight: str | None, field: str, evidence: dict[str, Any]) -> None:
+    """WEIGHT_INVALID when weight_field is the field being averaged: sum(x^2)/sum(x) is not a mean."""
+    if weight is not None and weight == field:
+        raise ArgumentError(
+            f"weight_field is {weight!r}, the field itself: its mean weighted by itself is sum(x^2)/sum(x), not a mean",
+            code="WEIGHT_INVALID",
+            evidence={**evidence, "field": weight},
+            hint="name the field the values are a quotient of (e.g. population for a rate per person)",
+        )
 
 
 def _rename_clashes(taken: list[str], incoming: list[str], suffix: str) -> dict[str, str]:
