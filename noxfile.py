@@ -51,6 +51,7 @@ def tests(session: nox.Session) -> None:
     ignored = [
         "--ignore-glob=tests/stacks/test_qgis_*.py",
         "--ignore=tests/stacks/test_spark_sedona.py",
+        "--ignore-glob=tests/stacks/test_spark_cluster*.py",
         "--ignore=tests/vector/test_dissolve_weighted_spark.py",
         "--ignore-glob=tests/mapview/test_browser*.py",
         # ... and the npm MCP clients and the install tests in the clients session.
@@ -85,22 +86,36 @@ def qgis(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def spark(session: nox.Session) -> None:
-    """The sedona stack's Spark engine for real in local mode (Java 17, pyspark, Sedona jars from Maven Central).
+    """The sedona stack's Spark engine on a Spark standalone cluster (a master, two workers) and in local mode.
 
-    The pinned jars (plugins/sedona/mapsmith_sedona/jars.py) are fetched once with Maven into
-    ~/.m2/repository when they are not there yet; these tests never skip here.
+    Java 17 and the pinned Sedona jars (plugins/sedona/mapsmith_sedona/jars.py, fetched once with Maven into
+    ~/.m2/repository when they are not there yet) are needed; these tests never skip here. The cluster --
+    three JVMs from pyspark's own bin/spark-class, on 127.0.0.1 -- is started, waited for and stopped by the
+    tests' session fixture (tests/spark_cluster.py) when MAPSMITH_TEST_SPARK_CLUSTER=1, so plain pytest with
+    that variable runs the same thing. Then a local-mode smoke: the hand-counted count_in_polygons and the
+    spatial_join through a real MCP client.
     """
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         session.error("Java 17 is not installed: apt-get install -y openjdk-17-jre-headless")
     session.install(".[spark,test]")
     session.run("python", "-m", "mapsmith_sedona.jars", "fetch")
+    spark_tests = ["tests/stacks/test_spark_sedona.py", "tests/vector/test_dissolve_weighted_spark.py"]
+    session.run(
+        "pytest",
+        "-q",
+        "-rs",
+        "tests/stacks/test_spark_cluster.py",
+        *spark_tests,
+        *session.posargs,
+        env={"MAPSMITH_SPARK_REQUIRED": "1", "MAPSMITH_TEST_SPARK_CLUSTER": "1"},
+    )
     session.run(
         "pytest",
         "-q",
         "-rs",
         "tests/stacks/test_spark_sedona.py",
-        "tests/vector/test_dissolve_weighted_spark.py",
-        *session.posargs,
+        "-k",
+        "count_in_polygons_on_spark_matches or real_mcp_client",
         env={"MAPSMITH_SPARK_REQUIRED": "1"},
     )
 
@@ -146,6 +161,9 @@ def clients(session: nox.Session) -> None:
         "-rs",
         "tests/clients",
         "--ignore=tests/clients/test_container.py",  # the container session's
+        # agent-written operations and plugin maturity, seen through the pinned Inspector CLI
+        "tests/proposals/test_propose_inspector.py",
+        "tests/maturity/test_maturity_clients.py",
         *session.posargs,
         env={"MAPSMITH_CLIENTS_REQUIRED": "1", "MAPSMITH_NODE_CLIENTS": str(node_dir)},
     )

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -53,6 +52,8 @@ sys.path.insert(0, str(HERE))
 
 import bench_vector  # noqa: E402  (the extent, the polygons and the seed)
 import common  # noqa: E402
+import goal_children  # noqa: E402
+import scale_data  # noqa: E402
 from common import code_state, machine  # noqa: E402
 
 RESULTS = HERE / "results" / "scale.json"
@@ -66,52 +67,14 @@ DEFAULT_POINTS = (1_000_000, 10_000_000, 30_000_000)
 DEFAULT_RUNS = 3  # interleaved runs per engine at sizes up to BIG
 BIG = 10_000_000  # from this size, --big-runs runs per engine (each costs minutes)
 DEFAULT_BIG_RUNS = 1
-CHUNK = 1_000_000  # points are generated and written this many at a time, so 30M never sit in memory
 DEFAULT_TIMEOUT_S = 1800
 DEFAULT_SPARK_MEMORY = "12g"
 SELECT_FIELDS = ("point_id", "value", "kind", "zone_id", "zone_name")
 
 
-# -- data ----------------------------------------------------------------------------------------
+# -- data: scale_data.make_points (chunked, seeded per chunk) ----------------------------------------
 
-
-def make_points(path: Path, count: int) -> None:
-    """``count`` points over bench_vector's extent, ``CHUNK`` at a time (seed per chunk), as GeoParquet."""
-    import geopandas as gpd
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    import shapely
-
-    writer = None
-    try:
-        for start in range(0, count, CHUNK):
-            n = min(CHUNK, count - start)
-            rng = np.random.default_rng([bench_vector.SEED, start // CHUNK])
-            ext = bench_vector.EXTENT
-            frame = gpd.GeoDataFrame(
-                {
-                    "point_id": np.arange(start, start + n, dtype="int64"),
-                    "value": rng.normal(size=n),
-                    "kind": rng.choice(np.array(["well", "spring", "gauge"]), n),
-                },
-                geometry=shapely.points(rng.uniform(ext[0], ext[2], n), rng.uniform(ext[1], ext[3], n)),
-                crs=bench_vector.CRS,
-            )
-            table = pa.table(frame.to_arrow(index=False, geometry_encoding="WKB"))
-            if writer is None:
-                # GeoPandas' own GeoParquet metadata (CRS, encoding) of one row holds for the whole file;
-                # the bbox it records is dropped because it would be that row's only
-                one_row = io.BytesIO()
-                frame.iloc[:1].to_parquet(one_row, index=False)
-                meta = json.loads(pq.read_schema(pa.BufferReader(one_row.getvalue())).metadata[b"geo"])
-                meta["columns"]["geometry"].pop("bbox", None)
-                schema = table.schema.with_metadata({b"geo": json.dumps(meta).encode()})
-                writer = pq.ParquetWriter(path, schema)
-            writer.write_table(table.replace_schema_metadata(schema.metadata))
-    finally:
-        if writer is not None:
-            writer.close()
+make_points = scale_data.make_points
 
 
 # -- what runs in each fresh process -------------------------------------------------------------
@@ -145,29 +108,7 @@ def child_sedonadb(spec: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t0, "setup_seconds": setup, "sedonadb": sedonadb.__version__}
 
 
-def _descendant_peaks_mib() -> dict[int, float]:
-    """Peak RSS (VmHWM) of every live descendant of this process, by pid (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-    peaks: dict[int, float] = {}
-    todo = list(children.get(os.getpid(), []))
-    while todo:
-        pid = todo.pop()
-        todo.extend(children.get(pid, []))
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peaks[pid] = int(line.split()[1]) / 1024
-        except OSError:
-            continue
-    return peaks
+_descendant_peaks_mib = goal_children.descendant_peaks_mib
 
 
 def child_spark(spec: dict[str, Any]) -> dict[str, Any]:

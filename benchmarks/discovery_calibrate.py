@@ -13,7 +13,13 @@ contract example (ties: the smallest thresholds, the most cautious). It prints t
 the committed constants still meet the goal.
 
     python benchmarks/discovery_calibrate.py            # the none thresholds
+    python benchmarks/discovery_calibrate.py --scope    # the out-of-scope leads, on the calibration half
     python benchmarks/discovery_calibrate.py --fusion   # found@1 of the fusion's k and weights (minutes)
+
+``--scope`` calibrates ``support.SCOPE_MIN_LEXICAL_LEAD`` and ``SCOPE_MIN_VECTOR_LEAD`` (how clearly a declared
+out-of-scope task of ``mapsmith.catalog.scope`` must outrank every operation) on the calibration half of the
+query file only (``in_calibration_half``: the requests whose id's sha256 starts with an even byte) and the
+contracts' examples, and prints what the pair reaches on the other, held-out half, which it never saw.
 
 ``--fusion`` counts found@1 over the rows nothing / + wanted output / + geometry type of the page, over the
 built-in catalogue and with QGIS's algorithms (``tests/data/qgis_algorithms.json``), for lexical alone and
@@ -29,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from discovery_report import QUERIES, load_queries, make_app  # noqa: E402
+from discovery_report import QUERIES, in_calibration_half, load_queries, make_app  # noqa: E402
 
 # At most this share of the answerable texts may be answered none; the goal is under 2 %, this keeps a margin
 # for requests nobody has written yet.
@@ -114,6 +120,75 @@ def calibrate(path: Path = QUERIES, app: Any = None) -> Calibration:
     return Calibration(lex, vec, chosen, wrong, len(answerable), caught, len(offtopic))
 
 
+def scope_leads(app: Any, text: str) -> tuple[float, float, bool]:
+    """The best out-of-scope task's lead over the best operation (BM25 over both, best-passage cosine), and
+    whether the support signals alone already answer ``text`` none."""
+    from mapsmith.catalog import support
+    from mapsmith.catalog.search import _index, _rank
+
+    idx = _index(app.host.contracts)
+    ranker, reason = idx.vector()
+    if ranker is None:
+        raise SystemExit(f"the vector ranker is unavailable ({reason}); nothing to calibrate")
+    entries, tasks = list(idx.contracts), list(idx.scope_docs)
+    vector = _rank(ranker, text, entries + tasks)
+    assert idx.scope_lexical is not None
+    lexical = idx.scope_lexical.scores(text)
+    best_task = max(tasks, key=lambda n: (vector[n], lexical[n], n))
+    lexical_lead = max(lexical[n] for n in tasks) - max(lexical[n] for n in entries)
+    vector_lead = vector[best_task] - max(vector[n] for n in entries)
+    already = support.is_unsupported(*signals(app, text))
+    return lexical_lead, vector_lead, already
+
+
+@dataclass(frozen=True)
+class ScopeCalibration:
+    lexical: float
+    vector: float
+    # (answerable answered none, answerable, unanswerable newly answered none, unanswerable not none by support)
+    calibration: tuple[int, int, int, int]
+    held_out: tuple[int, int, int, int]
+
+
+def calibrate_scope(path: Path = QUERIES, app: Any = None) -> ScopeCalibration:
+    data = load_queries(path)
+    app = app or make_app()
+    examples = answerable_texts({"requests": []}, app)
+    halves: dict[bool, tuple[list[tuple[float, float, bool]], list[tuple[float, float, bool]]]] = {}
+    for side in (True, False):
+        answerable = [scope_leads(app, r["request"]) for r in data["requests"] if in_calibration_half(r["id"]) == side]
+        offtopic = [
+            scope_leads(app, r["request"]) for r in data["unanswerable"] if in_calibration_half(r["id"]) == side
+        ]
+        halves[side] = (answerable, offtopic)
+    example_leads = [scope_leads(app, text) for text in examples]
+    answerable, offtopic = halves[True]
+    max_wrong = int(MAX_WRONG_NONE_SHARE * len(answerable))
+    cuts_l = sorted({round(a, 4) for a, _, _ in answerable + offtopic + example_leads} | {0.0})
+    cuts_v = sorted({round(v, 2) for _, v, _ in answerable + offtopic + example_leads} | {0.0})
+
+    def hits(rows: list[tuple[float, float, bool]], lex: float, vec: float) -> int:
+        return sum(1 for a, v, already in rows if not already and a > lex and v > vec)
+
+    best: tuple[int, float, float] | None = None
+    for lex in cuts_l:
+        for vec in cuts_v:
+            if hits(answerable, lex, vec) > max_wrong or hits(example_leads, lex, vec):
+                continue
+            caught = hits(offtopic, lex, vec)
+            # ties: the larger leads, the more cautious rule
+            if best is None or (caught, lex + vec) > (best[0], best[1] + best[2]):
+                best = (caught, lex, vec)
+    assert best is not None
+    _, lex, vec = best
+
+    def score(side: bool) -> tuple[int, int, int, int]:
+        ans, off = halves[side]
+        return (hits(ans, lex, vec), len(ans), hits(off, lex, vec), sum(1 for *_, already in off if not already))
+
+    return ScopeCalibration(lex, vec, score(True), score(False))
+
+
 FUSION_KS = (5, 20, 60)
 FUSION_LEXICAL_WEIGHTS = (1.0, 1.5, 2.0)
 OWN_PRIORS = (0.0, 0.1, 0.2, 0.35)
@@ -163,6 +238,13 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if "--fusion" in args:
         fusion_grid()
+        return 0
+    if "--scope" in args:
+        sc = calibrate_scope()
+        print(f"SCOPE_MIN_LEXICAL_LEAD = {sc.lexical}")
+        print(f"SCOPE_MIN_VECTOR_LEAD = {sc.vector}")
+        for label, (wrong, n, caught, m) in (("calibration half", sc.calibration), ("held-out half", sc.held_out)):
+            print(f"{label}: answerable answered none {wrong}/{n}; unanswerable newly answered none {caught}/{m}")
         return 0
     c = calibrate()
     print(f"NONE_MAX_LEXICAL_SUPPORT = {c.lexical:.6f}")

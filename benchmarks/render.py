@@ -10,7 +10,8 @@ deterministic (same JSON, same bytes) and never measures, times or reads the clo
 Sections: the MCP server's cold start (``startup.json``, from ``bench_startup.py``), then buffer and
 spatial join at scale (``vector_buffer.json``, ``vector_spatial_join.json``, from ``bench_vector.py``),
 zonal statistics (``raster_zonal.json``, ``bench_zonal.py``) and slope (``raster_slope.json``,
-``bench_terrain.py``); a section whose results file is absent is left out.
+``bench_terrain.py``), then issue 22's goals per operation (``goals.json``, ``goals_capped.json``, from
+``bench_goals.py``, drawn by ``render_goals.py``); a section whose results file is absent is left out.
 """
 
 from __future__ import annotations
@@ -38,12 +39,14 @@ from render_fields import (  # noqa: E402
     VECTOR_SPATIAL_JOIN_FIELDS,
     missing_fields,
 )
+from render_goals import GOAL_FIELDS, goals_section  # noqa: E402
 from render_startup import sandbox_section, startup_section  # noqa: E402
 from render_startup import seconds as _s  # noqa: E402
 
 __all__ = [
     "DISCOVERY_FIELDS",
     "FIELDS",
+    "GOAL_FIELDS",
     "RASTER_SLOPE_FIELDS",
     "RASTER_ZONAL_FIELDS",
     "SCALE_FIELDS",
@@ -523,6 +526,13 @@ def render(results: dict[str, dict[str, Any]] | None = None) -> str:
         lines += _scale(results["scale"])
     if "scale_capped" in results:
         lines += _scale(results["scale_capped"])
+    if "goals" in results:
+        lines += goals_section(results["goals"])
+    for name in sorted(n for n in results if n.startswith("goals_") and n not in ("goals_capped", "goals_cluster")):
+        sizes = ", ".join(f"{s['points']:,}" for s in results[name]["sizes"])
+        lines += goals_section(results[name], title=f"Goals at {sizes} points (`{name}.json`)")
+    if "goals_capped" in results:
+        lines += goals_section(results["goals_capped"], title="Goals under a memory cap")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -17,8 +17,17 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # render_goals sits beside this file; the docs test loads it by path
+    sys.path.insert(0, str(HERE))
+
+from render_goals import goals_scaling_section  # noqa: E402
+
 RESULTS = HERE / "results" / "scale.json"
 CAPPED = HERE / "results" / "scale_capped.json"  # the same join under a memory cgroup, when measured
+GOALS = HERE / "results" / "goals.json"  # bench_goals.py: every operation against the engines, per size
+GOALS_CLUSTER = HERE / "results" / "goals_cluster.json"  # bench_goals.py --preset cluster-100m
+CLUSTER_RUN_POINTS = 100_000_000
+GOALS_NOT_SIZES = ("goals_capped", "goals_cluster")  # goals_*.json that are not more sizes of the same run
 PAGE = HERE.parent / "docs" / "scaling.md"
 TARGET_POINTS = 1_000_000_000
 CLUSTER_CORES = (64, 256)  # two example clusters the page works the numbers out for
@@ -108,11 +117,57 @@ def capped_outcomes(c: dict[str, Any]) -> list[str]:
     return out
 
 
-def render(r: dict[str, Any] | None = None, capped: dict[str, Any] | None = None) -> str:
+def cluster_run_projection(f: dict[str, Any]) -> list[str]:
+    """What the 100-million-point cluster run should cost, from the Spark rate measured on one machine."""
+    spark = f.get("spark")
+    if spark is None:
+        return []
+    rate = f.get("mapsmith_spark", {}).get("points_per_core_second") or f["engines"]["spark"]["points_per_core_second"]
+    core_seconds = CLUSTER_RUN_POINTS / rate
+    cores = f["cores"]
+    seconds = core_seconds / cores + spark["setup_seconds"]
+    return [
+        "Projected before it is run, from the Spark rate of the one-machine join at the top of this page "
+        f"({rate:,.0f} points per core-second): "
+        f"{CLUSTER_RUN_POINTS:,} points cost about {core_seconds / 3600:,.2f} core-hours, so about "
+        f"{_duration(seconds)} on this machine's {cores} cores (the local cluster's two workers share them), "
+        f"{seconds * cores / 3600:,.2f} vCPU-hours, ${seconds * cores / 3600 * PRICE_PER_VCPU_HOUR:,.2f} at the "
+        "assumed price. The measured run replaces this paragraph's figures.",
+        "",
+    ]
+
+
+def render(
+    r: dict[str, Any] | None = None,
+    capped: dict[str, Any] | None = None,
+    goals: dict[str, Any] | None = None,
+    cluster: dict[str, Any] | None = None,
+    more: tuple[dict[str, Any], ...] = (),
+) -> str:
     if r is None:
         r = load()
         capped = load(CAPPED) if CAPPED.exists() else None
+        goals = load(GOALS) if GOALS.exists() else None
+        cluster = load(GOALS_CLUSTER) if GOALS_CLUSTER.exists() else None
+        more = tuple(load(p) for p in sorted(GOALS.parent.glob("goals_*.json")) if p.stem not in GOALS_NOT_SIZES)
     f = figures(r)
+    return _finish(_render_scale(r, capped, f), goals, cluster, f, more)
+
+
+def _finish(
+    lines: list[str],
+    goals: dict[str, Any] | None,
+    cluster: dict[str, Any] | None,
+    f: dict[str, Any],
+    more: tuple[dict[str, Any], ...] = (),
+) -> str:
+    lines = [*lines, *goals_scaling_section(goals, cluster, more)]
+    if cluster is None:
+        lines += cluster_run_projection(f)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _render_scale(r: dict[str, Any], capped: dict[str, Any] | None, f: dict[str, Any]) -> list[str]:
     cores, n_max = f["cores"], f["largest"]
     lines = [
         "# Scaling: one billion points on a Spark cluster",
@@ -174,7 +229,7 @@ def render(r: dict[str, Any] | None = None, capped: dict[str, Any] | None = None
     spark = f.get("spark")
     if spark is None:
         lines += ["Spark did not finish at the largest size here, so no cluster plan is derived.", ""]
-        return "\n".join(lines).rstrip("\n") + "\n"
+        return lines
     raw_rate = f["engines"]["spark"]["points_per_core_second"]
     # MapSmith's own run is the plan's unit of work when it was measured: its checks, counts and ordering
     # cost more than the bare join; the bare join is the floor.
@@ -244,7 +299,7 @@ def render(r: dict[str, Any] | None = None, capped: dict[str, Any] | None = None
         "partitioned GeoParquet folder, the members are its part files listed under their paths relative to the "
         "folder; the `_SUCCESS` marker and checksum files Spark writes beside them are not members. The spec "
         "defines this listing for shapefiles and file geodatabases; for GeoParquet folders it is MapSmith's "
-        "reading of the same rule and would be recorded as such.",
+        "reading of the same rule, and the manifest says so (`x-mapsmith:digest_rule`: `parquet-parts-listing`).",
         "",
         f"Hashing is the cost: one core hashed {f['sha256_mb_per_second']:,.0f} MB/s here, so digesting the "
         f"{input_bytes / 1e9:,.0f} GB of input costs about {digest_core_seconds / 60:,.1f} core-minutes "
@@ -257,10 +312,12 @@ def render(r: dict[str, Any] | None = None, capped: dict[str, Any] | None = None
         "",
         "- MapSmith's Spark engine runs `spatial_join`, `nearest_join`, `count_in_polygons`, "
         "`summarize_points_in_polygons`, `dissolve_layer` and `overlay_layers` with `MAPSMITH_STACK=sedona` and "
-        "`MAPSMITH_SPARK_MASTER` set to a cluster's master (`MAPSMITH_SPARK_DRIVER_MEMORY` sizes the driver); CI "
-        "runs them in local mode only, and nothing here has run on a cluster. Its inputs are single GeoParquet "
-        "files today and it writes one output file: the folder digest above, and writing the output as parts, "
-        "are the next steps, not features.",
+        "`MAPSMITH_SPARK_MASTER` set to a cluster's master (`MAPSMITH_SPARK_DRIVER_MEMORY` sizes the driver). "
+        "CI's spark session runs them on a Spark standalone cluster on one machine (a master and two 1-core "
+        "workers, `tests/spark_cluster.py`), and the manifest names the cluster (`x-mapsmith:spark_cluster`). "
+        "The engine reads a folder of GeoParquet parts and writes one (`mapsmith.parts`: the folder digest "
+        "above, recorded as `x-mapsmith:digest_rule`); through MapSmith's runner only `run_sql` may write a "
+        "folder today, and the per-part digests are computed by the driver, not in the executors.",
         "- Local mode reads from a local disk; a cluster reads from object storage, whose throughput per "
         "executor can be lower than a local disk's, and then sets the pace.",
         "- The measured machine was shared with other work (the load averages are in `docs/benchmarks.md`), so "
@@ -271,7 +328,7 @@ def render(r: dict[str, Any] | None = None, capped: dict[str, Any] | None = None
         f"Source: `{r['command']}`, measured {r['measured_at']}, commit {r['code']['commit']}.",
         "",
     ]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -89,6 +89,15 @@ class MapSmith:
         self.router = Router.from_env(self.host, self.environ)
         self.workspace = Workspace.from_env(self.environ)
         self.startup_announced = False  # announce_startup says its warnings once per service
+        self._proposals_seen: float | None = None  # the store folder's mtime when last read
+        self.proposal_problems: list[dict[str, str]] = []
+        if self.workspace.root is not None:
+            from mapsmith.proposals import STORE_ENV
+            from mapsmith.proposals.store import STORE_DIR
+
+            # A replay's scratch service inherits this environment: it finds the sources through it.
+            self.environ.setdefault(STORE_ENV, str(Path(self.workspace.root) / STORE_DIR))
+        self.refresh_proposals()
 
     # -- services used by the runner -----------------------------------------------------------
 
@@ -115,7 +124,37 @@ class MapSmith:
     def run(
         self, operation: str, arguments: Mapping[str, Any], progress: Callable[[float, str], None] | None = None
     ) -> OperationResult:
+        self.refresh_proposals()
         return run_operation(self, operation, arguments, progress)
+
+    # -- operations agents propose (mapsmith.proposals) ----------------------------------------
+
+    def refresh_proposals(self) -> None:
+        """Register the workspace's stored proposals the catalogue lacks; cheap when the store is unchanged.
+
+        Another process (a second engine worker, an earlier server) may have accepted one: the store
+        folder's mtime says whether to look again.
+        """
+        from mapsmith.proposals import refresh
+        from mapsmith.proposals.store import store_root
+
+        root = store_root(self.workspace.root, self.environ)
+        try:
+            seen = root.stat().st_mtime if root is not None else None
+        except OSError:
+            seen = None
+        if seen is None or seen == self._proposals_seen:
+            return
+        self._proposals_seen = seen
+        self.proposal_problems = refresh(self)
+
+    def propose_operation(self, contract: Any, code: Any, examples: Any) -> dict[str, Any]:
+        """Check an agent's operation in the sandbox; register it as experimental for this workspace if it
+        keeps its worked examples (``mapsmith.proposals.check.propose``)."""
+        from mapsmith.proposals.check import propose
+
+        self.refresh_proposals()
+        return propose(self, contract, code, examples)
 
     def startup_warnings(self) -> list[dict[str, str]]:
         """A selected (or fallback) stack that cannot run here, or one of its engines that cannot: reason and fix.
@@ -198,6 +237,7 @@ class MapSmith:
         The shape existing callers rely on, computed by ``mapsmith.catalog.discover`` (every remaining
         entry, by name); ``discover`` below is the search an agent calls.
         """
+        self.refresh_proposals()
         from mapsmith.catalog import discover
 
         for name, value, allowed in (
@@ -224,6 +264,7 @@ class MapSmith:
 
     def discover(self, query: str = "", **facets: Any) -> dict[str, Any]:
         """Search the catalog: declared facets narrow it, a ranker orders it (``mapsmith.catalog.discover``)."""
+        self.refresh_proposals()
         from mapsmith.catalog import discover
 
         return discover(self, query, **facets)
@@ -330,11 +371,13 @@ class MapSmith:
 
     def validate_plan(self, plan: Mapping[str, Any]) -> dict[str, Any]:
         """Every finding about a plan, without touching any input beyond its header."""
+        self.refresh_proposals()
         from mapsmith.plans.validate import validate_plan
 
         return validate_plan(self, plan).to_dict()
 
     def explain_plan(self, plan: Mapping[str, Any]) -> dict[str, Any]:
+        self.refresh_proposals()
         from mapsmith.plans.explain import explain_plan
 
         return explain_plan(self, plan)
@@ -344,6 +387,7 @@ class MapSmith:
     ) -> dict[str, Any]:
         """Validate, then run every step through the same path as ``run``; the plan manifest is written
         beside the final output. A step that fails stops the plan: the reply says which."""
+        self.refresh_proposals()
         from mapsmith.plans.execute import execute_plan
 
         return execute_plan(self, plan, progress).to_dict()

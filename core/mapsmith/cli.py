@@ -1,5 +1,7 @@
 """The ``mapsmith`` command: with no arguments, serve MCP over stdio; ``serve --http`` serves it over HTTP.
 
+``mapsmith plugin new|check|promote`` are the plugin author's commands (``mapsmith.pluginkit``).
+
 The engines run in a sandboxed worker when ``MAPSMITH_SANDBOX`` and the machine allow it
 (``mapsmith.sandbox``). Configuration errors (an unknown ``MAPSMITH_STACK``, a workspace that does not
 exist, an HTTP address that would be exposed without a token, ``MAPSMITH_SANDBOX=on`` where no sandbox
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else list(argv)
+    if args_in[:1] == ["plugin"]:
+        return plugin_main(args_in[1:])
     parser = argparse.ArgumentParser(prog="mapsmith", description="MapSmith geoprocessing server (MCP).")
     parser.add_argument("--version", action="version", version=f"mapsmith {__version__}")
     sub = parser.add_subparsers(dest="command")
@@ -31,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", help="with --http: the address to listen on (default 127.0.0.1, this machine only)")
     serve.add_argument("--port", type=int, help="with --http: the port (default 8765; 0 picks a free one)")
     sub.add_parser("info", help="print server_info as JSON and exit")
+    sub.add_parser("plugin", help="for plugin authors: plugin new|check|promote (see `mapsmith plugin --help`)")
     example = sub.add_parser("example", help="run the worked example through a real MCP client over stdio")
     example.add_argument("--workdir", help="folder to use as the example's workspace")
     example.add_argument("--write-docs", metavar="PATH", help="also write the worked-example page to PATH")
@@ -65,6 +71,36 @@ def main(argv: list[str] | None = None) -> int:
     _at_start(app)
     anyio.run(serve_stdio, app)
     return 0
+
+
+PLUGIN_USAGE = """usage: mapsmith plugin {new,check,promote} ...
+
+  new NAME [--dir D] [--operation OP]   write a working operation plugin package that passes the check
+  check PACKAGE-OR-PATH [--json]        run MapSmith's conformance rules on a plugin, examples in a sandbox
+  promote ...                           record the evidence that makes a plugin's operation stable
+"""
+
+
+def plugin_main(argv: list[str]) -> int:
+    """``mapsmith plugin ...``: each command is imported only when asked for (promote may be absent)."""
+    command, rest = (argv[0], argv[1:]) if argv else ("", [])
+    if command == "new":
+        from mapsmith.pluginkit.new import main as new_main
+
+        return new_main(rest)
+    if command == "check":
+        from mapsmith.pluginkit.cli import check_main
+
+        return check_main(rest)
+    if command == "promote":
+        try:
+            from mapsmith.pluginkit.promote import main as promote_main
+        except ImportError as exc:
+            print(f"mapsmith plugin promote is not available in this install: {exc}", file=sys.stderr)
+            return 2
+        return promote_main(rest)
+    print(PLUGIN_USAGE, file=sys.stdout if command in ("-h", "--help") else sys.stderr, end="")
+    return 0 if command in ("-h", "--help") else 2
 
 
 def _at_start(app: MapSmith) -> None:

@@ -3,6 +3,9 @@
 A contract is data (``contracts/operations/<name>.toml``), validated against
 ``contracts/schemas/operation.schema.json``. Argument checking, MCP input schemas and the catalog
 all read the same ``OperationContract``, so there is one truth about what an operation takes.
+Whether one value is acceptable (type, choices, bounds, paths, layer names) is ``mapsmith.argument_checks``;
+its public names are re-exported here. An operation's ``maturity`` is never read from a contract: the
+plugin host sets it (``mapsmith.plugins``).
 This module must never import an engine or open a dataset.
 """
 
@@ -10,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -19,6 +21,20 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from mapsmith.argument_checks import GEOJSON_CRS_ARGUMENT as GEOJSON_CRS_ARGUMENT
+from mapsmith.argument_checks import GEOJSON_MEMBERS_ARGUMENT as GEOJSON_MEMBERS_ARGUMENT
+from mapsmith.argument_checks import LAYER_NAME_MAX as LAYER_NAME_MAX
+from mapsmith.argument_checks import OUTPUT_LAYER_ARGUMENT as OUTPUT_LAYER_ARGUMENT
+from mapsmith.argument_checks import RESERVED_GEOJSON_MEMBERS as RESERVED_GEOJSON_MEMBERS
+from mapsmith.argument_checks import (
+    WRITER_TYPES,
+    check_parameter,
+    check_path_value,
+    check_writer_options,
+    missing_argument,
+    mistyped_argument,
+)
+from mapsmith.argument_checks import check_layer_name as check_layer_name
 from mapsmith.errors import ArgumentError, ContractError
 
 # Units a parameter may declare, and the suffix its name must then carry (house rule: the unit is
@@ -34,24 +50,20 @@ UNIT_SUFFIXES = {
 # every TOML file.
 OUTPUT_ARGUMENT = "output_path"
 OVERWRITE_ARGUMENT = "overwrite"
-# Added the same way where the output formats allow them: the layer to write when the output is a
-# GeoPackage (a container of layers), and the two GeoJSON choices beyond RFC 7946's defaults.
-OUTPUT_LAYER_ARGUMENT = "output_layer"
-GEOJSON_CRS_ARGUMENT = "geojson_keep_crs"
-GEOJSON_MEMBERS_ARGUMENT = "feature_collection_members"
 # A second dataset argument ``<role>_path`` takes its layer as ``<role>_layer`` (mask_layer, join_layer);
 # input_path keeps the ``layer`` its contract declares.
 MAIN_INPUT = "input_path"
 MAIN_LAYER = "layer"
-# A layer name MapSmith writes: a plain identifier, so it is safe in SQL, in file names beside the
-# container (its manifest), and in every GIS; GeoPackage reserves the gpkg_/rtree_ prefixes, SQLite sqlite_.
-LAYER_NAME_MAX = 63
-_RESERVED_LAYER_PREFIXES = ("gpkg_", "rtree_", "sqlite_")
-# Members RFC 7946 (and the legacy 2008 format) give a meaning: a caller's member may not replace them.
-RESERVED_GEOJSON_MEMBERS = frozenset({"type", "features", "crs", "bbox", "name", "geometry", "properties"})
 
 # The geometry families a dataset argument may declare; declaring all of them restricts nothing.
 GEOMETRY_FAMILIES = ("point", "line", "polygon")
+
+# An operation's maturity. The host decides it from where the operation came from (MapSmith's own
+# distribution, or a plugin with or without a promotion record), so a contract file cannot claim it.
+STABLE = "stable"
+EXPERIMENTAL = "experimental"
+MATURITIES = (STABLE, EXPERIMENTAL)
+HOST_DECIDED_KEYS = ("maturity", "origin", "promotion")
 
 
 def contracts_root() -> Path:
@@ -114,6 +126,13 @@ class OperationContract:
     title: str = ""
     # False where inputs lying apart are a normal question (nearest_join): no EXTENTS_DO_NOT_OVERLAP warning.
     needs_overlapping_inputs: bool = True
+    # Set by the plugin host, never by a contract file (parse_contract refuses the keys): "stable" for
+    # MapSmith's own operations, "experimental" for a plugin's until promoted on recorded evidence.
+    maturity: str = STABLE
+    # The plugin that brought the operation (distribution, version, code_sha256, ...), when not MapSmith.
+    origin: Mapping[str, str] | None = field(default=None, compare=False)
+    # The promotion record (mapsmith.pluginkit.maturity) that made a plugin's operation stable.
+    promotion: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @property
     def writes_dataset(self) -> bool:
@@ -183,24 +202,24 @@ class OperationContract:
             value = arguments.get(d.name)
             if value is None:
                 if d.required:
-                    raise _missing(self, d.name, f"a path to a {d.kind} dataset: {d.description}")
+                    raise missing_argument(self, d.name, f"a path to a {d.kind} dataset: {d.description}")
                 continue
             if d.multiple:
                 if not isinstance(value, list) or len(value) < d.min_count:
-                    raise _mistyped(self, d.name, f"list of at least {d.min_count} paths", value)
-                out[d.name] = [_check_path_value(self, f"{d.name}[{i}]", v) for i, v in enumerate(value)]
+                    raise mistyped_argument(self, d.name, f"list of at least {d.min_count} paths", value)
+                out[d.name] = [check_path_value(self, f"{d.name}[{i}]", v) for i, v in enumerate(value)]
             else:
-                out[d.name] = _check_path_value(self, d.name, value)
+                out[d.name] = check_path_value(self, d.name, value)
         if self.writes_dataset and not (self.output_optional and arguments.get(OUTPUT_ARGUMENT) is None):
             value = arguments.get(OUTPUT_ARGUMENT)
             if value is None:
-                raise _missing(self, OUTPUT_ARGUMENT, "the path of the dataset to write")
-            out[OUTPUT_ARGUMENT] = _check_path_value(self, OUTPUT_ARGUMENT, value)
+                raise missing_argument(self, OUTPUT_ARGUMENT, "the path of the dataset to write")
+            out[OUTPUT_ARGUMENT] = check_path_value(self, OUTPUT_ARGUMENT, value)
             overwrite = arguments.get(OVERWRITE_ARGUMENT, False)
             if not isinstance(overwrite, bool):
-                raise _mistyped(self, OVERWRITE_ARGUMENT, "boolean", overwrite)
+                raise mistyped_argument(self, OVERWRITE_ARGUMENT, "boolean", overwrite)
             out[OVERWRITE_ARGUMENT] = overwrite
-            out.update(_check_writer_options(self, arguments))
+            out.update(check_writer_options(self, arguments))
         for name, dataset in self.dataset_layer_arguments().items():
             if arguments.get(name) is not None:
                 if arguments.get(dataset) is None:
@@ -210,15 +229,15 @@ class OperationContract:
                         evidence={"operation": self.name, "argument": name},
                         hint=f"pass {dataset} too, or leave {name} out",
                     )
-                out[name] = _check_path_value(self, name, arguments[name])
+                out[name] = check_path_value(self, name, arguments[name])
         for p in self.parameters:
             if p.name not in arguments or arguments[p.name] is None:
                 if p.required:
-                    raise _missing(self, p.name, p.description)
+                    raise missing_argument(self, p.name, p.description)
                 if p.has_default:
                     out[p.name] = p.default
                 continue
-            out[p.name] = _check_parameter(self, p, arguments[p.name])
+            out[p.name] = check_parameter(self, p, arguments[p.name])
         return out
 
     # -- MCP tool schema ---------------------------------------------------------------------
@@ -277,7 +296,7 @@ class OperationContract:
             props[OVERWRITE_ARGUMENT] = {"type": "boolean", "default": False}
             # tools/list has a character budget (tests/mcp/test_tool_list.py): names say what these are.
             for name in self.writer_options():
-                props[name] = {"type": _WRITER_TYPES[name]}
+                props[name] = {"type": WRITER_TYPES[name]}
             if not self.output_optional:
                 required.append(OUTPUT_ARGUMENT)
         return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
@@ -291,7 +310,15 @@ class OperationContract:
             "distinguishes": self.distinguishes,
             "input_kinds": list(self.input_kinds),
             "output_kind": self.output_kind,
+            "maturity": self.maturity,
+            **({"plugin": _plugin_summary(self.origin)} if self.origin else {}),
+            **({"promotion": dict(self.promotion)} if self.promotion else {}),
         }
+
+
+def _plugin_summary(origin: Mapping[str, str]) -> dict[str, str]:
+    """What a catalogue entry says about the plugin behind an operation: enough to look it up."""
+    return {k: str(origin[k]) for k in ("distribution", "version", "code_sha256") if origin.get(k)}
 
 
 # A sentence ends at '.' or ';' and a space, but not at the abbreviations the contracts use mid-sentence.
@@ -312,130 +339,6 @@ def abridge(note: str, limit: int | None) -> str:
     return kept
 
 
-def _missing(contract: OperationContract, name: str, what: str) -> ArgumentError:
-    return ArgumentError(
-        f"{contract.name} needs {name!r}: {what}",
-        code="MISSING_ARGUMENT",
-        evidence={"operation": contract.name, "argument": name},
-        hint=f"add {name!r} to the arguments",
-    )
-
-
-def _mistyped(contract: OperationContract, name: str, expected: str, value: Any) -> ArgumentError:
-    return ArgumentError(
-        f"{contract.name}: {name!r} must be a {expected}, got {type(value).__name__} {value!r}",
-        code="WRONG_ARGUMENT_TYPE",
-        evidence={"operation": contract.name, "argument": name, "value": repr(value)},
-        hint=f"pass {name!r} as a {expected}",
-    )
-
-
-_WRITER_TYPES = {OUTPUT_LAYER_ARGUMENT: "string", GEOJSON_CRS_ARGUMENT: "boolean", GEOJSON_MEMBERS_ARGUMENT: "object"}
-
-
-def check_layer_name(contract_name: str, name: Any, argument: str = OUTPUT_LAYER_ARGUMENT) -> str:
-    """A layer name MapSmith will create: an identifier of at most 63 characters, not a reserved table."""
-    import re
-
-    if (
-        not isinstance(name, str)
-        or not re.fullmatch(rf"[A-Za-z_][A-Za-z0-9_]{{0,{LAYER_NAME_MAX - 1}}}", name)
-        or name.lower().startswith(_RESERVED_LAYER_PREFIXES)
-    ):
-        raise ArgumentError(
-            f"{contract_name}: {argument} {name!r} is not a layer name MapSmith writes",
-            code="OUTPUT_LAYER_NAME_INVALID",
-            evidence={"operation": contract_name, "argument": argument, "value": repr(name)},
-            hint=f"use letters, digits and _ (not first a digit), at most {LAYER_NAME_MAX} characters, "
-            "not starting with gpkg_, rtree_ or sqlite_; e.g. 'wells_2024'",
-        )
-    return name
-
-
-def _check_writer_options(contract: OperationContract, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """output_layer, geojson_keep_crs and feature_collection_members, when given; absent ones stay absent."""
-    out: dict[str, Any] = {}
-    for name in contract.writer_options():
-        value = arguments.get(name)
-        if value is None:
-            continue
-        if name == OUTPUT_LAYER_ARGUMENT:
-            out[name] = check_layer_name(contract.name, value)
-        elif name == GEOJSON_CRS_ARGUMENT:
-            if not isinstance(value, bool):
-                raise _mistyped(contract, name, "boolean", value)
-            out[name] = value
-        else:
-            out[name] = _check_members(contract, value)
-    return out
-
-
-def _check_members(contract: OperationContract, value: Any) -> dict[str, Any]:
-    """Plain JSON values under names RFC 7946 does not give a meaning to."""
-    if not isinstance(value, Mapping):
-        raise _mistyped(contract, GEOJSON_MEMBERS_ARGUMENT, "object of plain JSON values", value)
-    reserved = sorted(k for k in value if str(k).lower() in RESERVED_GEOJSON_MEMBERS)
-    if reserved:
-        raise ArgumentError(
-            f"{contract.name}: {GEOJSON_MEMBERS_ARGUMENT} may not set {reserved}: GeoJSON gives them a meaning",
-            code="GEOJSON_MEMBER_RESERVED",
-            evidence={"operation": contract.name, "members": reserved, "reserved": sorted(RESERVED_GEOJSON_MEMBERS)},
-            hint="rename the member (e.g. 'removed_count'); the CRS is chosen with geojson_keep_crs",
-        )
-    try:
-        # Round-tripped so what is written is exactly JSON (no NaN, no tuples, no objects JSON cannot hold).
-        members = json.loads(json.dumps(dict(value), allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise _mistyped(contract, GEOJSON_MEMBERS_ARGUMENT, "object of plain JSON values", value) from exc
-    return dict(members)
-
-
-def _check_path_value(contract: OperationContract, name: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise _mistyped(contract, name, "non-empty string path", value)
-    return value
-
-
-def _check_parameter(contract: OperationContract, p: Parameter, value: Any) -> Any:
-    # bool is an int in Python; a JSON true must not pass as the number 1.
-    if p.type == "boolean":
-        if not isinstance(value, bool):
-            raise _mistyped(contract, p.name, "boolean", value)
-    elif p.type == "integer":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _mistyped(contract, p.name, "integer", value)
-    elif p.type == "number":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise _mistyped(contract, p.name, "finite number", value)
-        value = float(value)
-    elif p.type == "string" and not isinstance(value, str):
-        raise _mistyped(contract, p.name, "string", value)
-    if p.choices is not None and value not in p.choices:
-        close = difflib.get_close_matches(str(value), [str(c) for c in p.choices], n=1)
-        raise ArgumentError(
-            f"{contract.name}: {p.name!r} must be one of {list(p.choices)}, got {value!r}"
-            + (f"; did you mean {close[0]!r}?" if close else ""),
-            code="ARGUMENT_NOT_IN_CHOICES",
-            evidence={"operation": contract.name, "argument": p.name, "value": value},
-            hint=f"choose one of {list(p.choices)}",
-        )
-    bounds = [
-        (p.minimum, lambda v, b: v >= b, ">="),
-        (p.exclusive_minimum, lambda v, b: v > b, ">"),
-        (p.maximum, lambda v, b: v <= b, "<="),
-    ]
-    for bound, ok, sign in bounds:
-        if bound is not None and not ok(value, bound):
-            unit = f" {p.unit}" if p.unit else ""
-            raise ArgumentError(
-                f"{contract.name}: {p.name!r} must be {sign} {bound}{unit}, got {value}",
-                code="ARGUMENT_OUT_OF_RANGE",
-                evidence={"operation": contract.name, "argument": p.name, "value": value},
-                hint=f"pass {p.name} {sign} {bound}{unit}",
-            )
-    return value
-
-
 # -- loading ----------------------------------------------------------------------------------
 
 
@@ -449,6 +352,16 @@ def _schema_validator() -> Any:
 
 def parse_contract(data: Mapping[str, Any], source: str) -> OperationContract:
     """Validate one contract mapping against the schema and the house rules, and type it."""
+    declared = [k for k in HOST_DECIDED_KEYS if isinstance(data, Mapping) and k in data]
+    if declared:
+        # Checked before the schema so the refusal says why, not just "unexpected property".
+        raise ContractError(
+            f"contract {source} declares {declared}: maturity is decided by MapSmith, not by a contract",
+            code="CONTRACT_DECLARES_MATURITY",
+            evidence={"source": source, "keys": declared},
+            hint="remove the keys; a plugin's operations are experimental until an operator promotes them "
+            "on evidence (mapsmith plugin promote), and list_operations shows each operation's maturity",
+        )
     errors = sorted(_schema_validator().iter_errors(dict(data)), key=lambda e: list(e.absolute_path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"

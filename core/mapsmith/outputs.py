@@ -242,6 +242,28 @@ def raster_sidecars(path: Path) -> list[Path]:
     return [path.with_name(path.name + ".aux.xml"), path.with_suffix(".tfw"), path.with_name(path.name + ".ovr")]
 
 
+INTERNAL_FOLDER = ".mapsmith"  # the workspace's own records: promotions, proposed operations' sources
+
+
+def refuse_internal_folder(root: Path | str | None, output: Path, given: str) -> None:
+    """Refuse an output inside ``<workspace>/.mapsmith``: MapSmith's promotions file and the stored sources of
+    proposed operations live there, and an operation's output must never replace or add to them."""
+    if root is None:
+        return
+    try:
+        relative = output.resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        return
+    if relative.parts and relative.parts[0] == INTERNAL_FOLDER:
+        raise OutputError(
+            f"{given}: {INTERNAL_FOLDER}/ holds MapSmith's own records (promotions, proposed operations), "
+            "never an operation's output",
+            code="OUTPUT_IN_INTERNAL_FOLDER",
+            evidence={"path": given, "folder": INTERNAL_FOLDER},
+            hint=f"write the output anywhere else in the workspace (a path not under {INTERNAL_FOLDER}/)",
+        )
+
+
 def check_output_path(
     contract: OperationContract | Any,
     output: Path,

@@ -157,6 +157,13 @@ class OperationImpl:
     # express, such as "distance_meters only with within_distance"); called before the engine
     # starts, so a refusal leaves no failure record.
     validate: Callable[[RunContext], None] | None = None
+    # Decided by the plugin host from the distribution the plugin came from and the promotion records,
+    # never by the plugin: "stable" (MapSmith's own, or promoted) or "experimental".
+    maturity: str = "stable"
+    # The plugin's identity for the manifest (distribution, version, code_sha256, plugin), when not MapSmith's.
+    origin: Mapping[str, str] | None = None
+    # The promotion record that made this plugin's operation stable, when one did.
+    promotion: Mapping[str, Any] | None = None
 
 
 class RegisterStack(Protocol):

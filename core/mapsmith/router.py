@@ -6,6 +6,19 @@ stack cannot run an operation the router says which of four things is true -- ``
 decision. ``MAPSMITH_FALLBACK_STACK`` names a stack allowed to substitute; a substitution is always
 returned to the caller so that it reaches the manifest and the tool result. Nothing is substituted
 silently, and nothing here imports an engine.
+
+Inside a stack the engine is the most preferred eligible registration (``choose_engine``). The size
+thresholds and preferences that decide it are data of the engines, kept beside the code they measure
+(mapsmith_opensource.sedonadb_ops.DIRECT_MIN_FEATURES, join_ops.spatial_join_duckdb.DUCKDB_MIN_ROWS,
+join_ops.points_in_polygons.DUCKDB_POINTS_PREFERENCE), each with the measurement that set it. Re-measured
+for issue 22 (benchmarks/bench_scale.py's data, 10,000 polygons, whole MapSmith runs in fresh processes,
+CPU seconds of the whole process because the shared 2-core machine's load average was 7-58 and wall
+times meant nothing; peak RSS): count_in_polygons at 300,000 points: SedonaDB 3.5 s / 585 MiB, GeoPandas
+3.6 s / 437 MiB, DuckDB 4.4 s / 365 MiB; at 1,000,000: SedonaDB 6.1 s / 800 MiB (its pairs path before:
+9.7 s / 660 MiB), GeoPandas 6.7 s / 763 MiB, DuckDB 11.4 s / 488 MiB, the raw SedonaDB COPY 2.1 s /
+218 MiB; at 10,000,000: SedonaDB 58.0 s / 4.3 GiB (before: 57.8 s / 3.9 GiB), raw SedonaDB 18.1 s /
+283 MiB. So SedonaDB stays preferred from 1,000,000 points, GeoPandas below, and DuckDB is only forced.
+spatial_join's SedonaDB path was not rebuilt and stays off by default (sedonadb_ops.WKB_MIN_FEATURES).
 """
 
 from __future__ import annotations

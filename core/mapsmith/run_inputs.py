@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapsmith import crsguard, verify
+from mapsmith import crsguard, parts, verify
 from mapsmith.contracts import MAIN_INPUT, MAIN_LAYER, DatasetArgument, OperationContract
 from mapsmith.errors import InputError
 from mapsmith.registry import DatasetInfo, DatasetIO
@@ -68,12 +68,13 @@ def require_kind(d: DatasetArgument, info: DatasetInfo, key: str) -> None:
 
 
 def choose_layer(io: DatasetIO, path: Path, layer: str | None, argument: str, given: str) -> str | None:
-    if path.is_dir() and not path.name.lower().endswith(".gdb"):
+    # A file geodatabase and a folder of Parquet parts (mapsmith.parts) are datasets; any other folder is not.
+    if path.is_dir() and not path.name.lower().endswith(".gdb") and not parts.is_parts_folder(path):
         raise InputError(
             f"{argument} is a directory, not a dataset: {given}",
             code="INPUT_IS_DIRECTORY",
             evidence={"argument": argument, "path": given},
-            hint="pass the path of a dataset file",
+            hint="pass the path of a dataset file, a file geodatabase (*.gdb) or a folder of *.parquet parts",
         )
     layers = io.list_layers(path)
     name = layer_argument(argument) or MAIN_LAYER
@@ -121,7 +122,9 @@ def check_inputs(
                 hint="check the path; relative paths are resolved against the workspace",
             )
         # The CRS a file declares is read from its bytes before GDAL opens it (io.inspect below).
-        crsguard.check_declared_crs(path, argument=key, workspace_root=app.workspace.root)
+        # A folder of parts declares its CRS in each part: each is checked as a file would be.
+        for declaring in parts.part_files(path) if parts.is_parts_folder(path) else [path]:
+            crsguard.check_declared_crs(declaring, argument=key, workspace_root=app.workspace.root)
         named = layer_argument(key)
         layer = args.get(named) if named else None
         if contract.output_kind == "description" and layer is None:

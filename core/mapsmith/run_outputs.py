@@ -14,6 +14,11 @@ the runner verifies it, and then:
   are unchanged (``mapsmith.deliverables.layer_digests``) and that the new layer holds exactly the
   verified rows.
 
+An ``output_path`` ending in ``.parquet/`` asks for a folder of Parquet parts (``mapsmith.parts``): only
+operations in ``FOLDER_OUTPUT_OPERATIONS`` write one (any other would write one file and drop the slash's
+meaning silently, so it is refused); the engine writes a hidden temporary folder beside the output, which
+the runner renames into place like a file (``parts.replace_folder`` over an older folder of parts).
+
 A layer's manifest sits beside the container as ``<container>.<layer>.provenance.json`` (the manifest
 spec's §3.1 name for a dataset inside a container): a GeoPackage of three layers holds three datasets,
 each with its own record, and its ``output.layer`` names it (§3.3). This module never writes the output
@@ -26,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapsmith import deliverables
+from mapsmith import deliverables, parts
 from mapsmith.contracts import (
     GEOJSON_CRS_ARGUMENT,
     GEOJSON_MEMBERS_ARGUMENT,
@@ -43,6 +48,10 @@ if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
 WGS84_LABELS = ("EPSG:4326", "OGC:CRS84")
+# The operations whose implementation writes ``ctx.temp_output`` as a folder of parts when the plan says
+# so (``OutputPlan.folder``). An operation joins when its engine path writes parts (DuckDB COPY ... TO a
+# folder, SedonaDB, Spark) and a test shows its folder output verified and committed.
+FOLDER_OUTPUT_OPERATIONS: frozenset[str] = frozenset({"run_sql"})
 # Readers that implement RFC 7946 alone take every coordinate as WGS 84 longitude/latitude.
 IGNORING_READERS = "Leaflet, Mapbox GL / MapLibre, geojson.io and GitHub's map preview"
 
@@ -63,6 +72,7 @@ class OutputPlan:
     replaced_layers: list[str] = field(default_factory=list)
     # Inputs read from another layer of the container the new layer goes into (said in a warning).
     shared_inputs: list[str] = field(default_factory=list)
+    folder: bool = False  # output_path ends in ".parquet/": a folder of parts, engine_temp a folder too
 
     @property
     def record_anchor(self) -> Path:
@@ -95,6 +105,8 @@ def plan_output(contract: OperationContract, args: dict[str, Any], output: Path,
             evidence={"path": given, "format": suffix, "arguments": given_options},
             hint="write to a .geojson, or leave the GeoJSON options out",
         )
+    if parts.is_folder_output(given):
+        return _plan_folder(contract, given, output, inputs, overwrite)
     # An existing container is what a new layer goes into: only the layer's name can clash.
     adding = layer is not None and output.is_file()
     at_risk = _inputs_at_risk(contract, args, output, inputs, layer)
@@ -111,6 +123,53 @@ def plan_output(contract: OperationContract, args: dict[str, Any], output: Path,
     plan = OutputPlan(output, given, engine_temp, layer, overwrite, geojson, keep_crs, dict(members), replaced)
     plan.shared_inputs = [name for name in inputs if name not in at_risk]
     return plan
+
+
+def _plan_folder(
+    contract: OperationContract, given: str, output: Path, inputs: dict[str, Path], overwrite: bool
+) -> OutputPlan:
+    """The plan for a folder of parts: refused for an operation that cannot write one; an older folder
+    of parts at the path is replaced only with overwrite, anything else there never."""
+    if contract.name not in FOLDER_OUTPUT_OPERATIONS:
+        raise OutputError(
+            f"{given}: {contract.name} writes one file; a path ending in '/' asks for a folder of Parquet parts",
+            code="OUTPUT_PARTS_UNSUPPORTED",
+            evidence={"path": given, "operation": contract.name, "writes_parts": sorted(FOLDER_OUTPUT_OPERATIONS)},
+            hint=f"drop the trailing '/' to write one {output.suffix} file, or write the parts with run_sql "
+            "(output_path ending in .parquet/)",
+        )
+    if output.is_dir() and not output.is_symlink():
+        for name, path in inputs.items():
+            if path.resolve() == output.resolve():
+                raise OutputError(
+                    f"output_path is the same folder as {name}; an input is never overwritten",
+                    code="OUTPUT_IS_INPUT",
+                    evidence={"path": given, "argument": name},
+                    hint="write to a new path",
+                )
+        parts.check_folder_output(output, overwrite, given)
+    else:
+        check_output_path(contract, output, inputs, overwrite, given)  # format, inputs, name, parent, existing
+        parts.check_folder_output(output, overwrite, given)  # a file there is never swapped for a folder
+    return OutputPlan(output, given, parts.temp_folder_for(output), overwrite=overwrite, folder=True)
+
+
+def require_folder_written(plan: OutputPlan | None, temp: Path, engine: str) -> None:
+    """After the engine ran: a plan for a folder of parts must find a folder at ``temp``, never one file.
+
+    The guard that lets an operation join ``FOLDER_OUTPUT_OPERATIONS`` when only some of its engines write
+    parts (Spark does, GeoPandas does not): an engine that wrote one file is refused here, before anything
+    is committed, instead of the trailing '/' being ignored.
+    """
+    if plan is None or not plan.folder or (temp.is_dir() and not temp.is_symlink()):
+        return
+    raise OutputError(
+        f"{plan.given}: the {engine} engine wrote one file, not a folder of parts",
+        code="OUTPUT_PARTS_UNSUPPORTED",
+        evidence={"path": plan.given, "engine": engine},
+        hint=f"drop the trailing '/' to write one {plan.output.suffix} file, or choose a stack whose engine writes "
+        "parts (MAPSMITH_STACK=sedona with Spark, or run_sql)",
+    )
 
 
 def _inputs_at_risk(

@@ -2,9 +2,13 @@
 
 The runner calls ``output_record`` once an output's bytes are final (before they are renamed into
 place) and ``write_failure`` when a run ends without a good record. Both describe what ran, on which
-inputs (by digest), with which engine and checks. This module must never write a failure record over
-an earlier record (``failed_manifest_path`` numbers them), and never claim bytes for a failed run
-unless the bytes at the output path are exactly those the run produced, read under the output's lock.
+inputs (by digest), with which engine and checks, and, for an operation a third-party plugin brought,
+which code (``x-mapsmith:plugin``: distribution, version, code digest, maturity when it ran).
+``warn_if_experimental`` adds the EXPERIMENTAL_OPERATION warning the result and the record carry.
+
+This module must never write a failure record over an earlier record (``failed_manifest_path``
+numbers them), and never claim bytes for a failed run unless the bytes at the output path are exactly
+those the run produced, read under the output's lock.
 """
 
 from __future__ import annotations
@@ -15,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from mapsmith.errors import MapSmithError
 from mapsmith.outputs import output_lock
-from mapsmith.provenance.digests import dataset_digest
+from mapsmith.provenance.digests import dataset_digest, digest_rule
 from mapsmith.provenance.manifest import base_record, failed_manifest_path, posix_label, utc_now, write_manifest
 
 if TYPE_CHECKING:
     from mapsmith.app import MapSmith
-    from mapsmith.registry import DatasetInfo
+    from mapsmith.registry import DatasetInfo, OperationImpl
     from mapsmith.runner import RunContext
 
 
@@ -38,6 +42,9 @@ def _input_records(app: MapSmith, ctx: RunContext) -> list[dict[str, Any]]:
             rec["layer"] = ctx.layers[name]
         if ctx.input_environment.get(name):
             rec["environment"] = dict(ctx.input_environment[name])
+        rule = digest_rule(path)
+        if rule is not None:
+            rec["x-mapsmith:digest_rule"] = rule  # not a rule of manifest-v1 (§3.3): named, never passed off as one
         records.append(rec)
     records.extend(dict(remote) for remote in ctx.remote_inputs)
     return records
@@ -48,6 +55,33 @@ def engine_record(ctx: RunContext, choice: dict[str, Any]) -> dict[str, Any]:
     if ctx.engine_components:
         engine["x-mapsmith:components"] = ctx.engine_components
     return engine
+
+
+def warn_if_experimental(ctx: RunContext, impl: OperationImpl) -> None:
+    """Warn (EXPERIMENTAL_OPERATION) when the chosen engine is an experimental plugin's; called once per run."""
+    if impl.maturity == "stable":
+        return
+    origin = impl.origin or {}
+    who = f" from plugin {origin.get('distribution', '?')} {origin.get('version', '')}".rstrip() if origin else ""
+    ctx.warn(
+        "EXPERIMENTAL_OPERATION",
+        f"{ctx.contract.name}{who} is experimental: it has not been promoted on recorded evidence, so its answer "
+        "is less proven than a stable operation's; the manifest's x-mapsmith:plugin names the code that ran",
+        "check the answer before relying on it (describe_dataset on the output, get_provenance for the record); "
+        "list_operations shows each operation's maturity and the stable operations for the same job",
+    )
+
+
+def plugin_identity(app: MapSmith, operation: str, choice: dict[str, Any]) -> dict[str, str] | None:
+    """``x-mapsmith:plugin`` for the engine the router chose, when a third-party plugin brought it."""
+    impl = next(
+        (i for i in app.host.implementations_for(operation, choice["stack"]) if i.engine == choice["engine"]), None
+    )
+    if impl is None or impl.origin is None:
+        return None  # MapSmith's own engine: the producer and engine records say everything
+    from mapsmith.pluginkit.maturity import manifest_identity
+
+    return {**manifest_identity(impl.origin), "maturity": impl.maturity}
 
 
 def _common(app: MapSmith, ctx: RunContext, choice: dict[str, Any], started: str) -> dict[str, Any]:
@@ -61,6 +95,9 @@ def _common(app: MapSmith, ctx: RunContext, choice: dict[str, Any], started: str
         record["notes"] = list(ctx.notes)
     record["environment"] = {**app.environment_record(), **ctx.environment}
     record["x-mapsmith:engine_choice"] = choice
+    identity = plugin_identity(app, ctx.contract.name, choice)
+    if identity is not None:
+        record["x-mapsmith:plugin"] = identity
     if ctx.warnings:
         record["x-mapsmith:warnings"] = [w.to_dict() for w in ctx.warnings]
     return record
@@ -69,7 +106,7 @@ def _common(app: MapSmith, ctx: RunContext, choice: dict[str, Any], started: str
 def answer_record(app: MapSmith, ctx: RunContext, choice: dict[str, Any], started: str) -> dict[str, Any]:
     """What a manifest would record for an answer given instead of a dataset: the operation, its
     parameters (the SQL), its inputs by digest, and the engine."""
-    return {
+    record = {
         "operation": ctx.contract.name,
         "parameters": ctx.parameters,
         "inputs": _input_records(app, ctx),
@@ -77,6 +114,10 @@ def answer_record(app: MapSmith, ctx: RunContext, choice: dict[str, Any], starte
         "started_at": started,
         "finished_at": utc_now(),
     }
+    identity = plugin_identity(app, ctx.contract.name, choice)
+    if identity is not None:
+        record["x-mapsmith:plugin"] = identity
+    return record
 
 
 def output_record(
@@ -91,6 +132,9 @@ def output_record(
 ) -> dict[str, Any]:
     record = _common(app, ctx, choice, started)
     record["output"] = {"path": posix_label(given), "sha256": dataset_digest(final_temp), "crs": out_info.crs_label}
+    rule = digest_rule(final_temp)
+    if rule is not None:
+        record["output"]["x-mapsmith:digest_rule"] = rule  # a folder of Parquet parts: MapSmith's listing rule
     if out_info.kind == "table" and out_info.layer is not None:
         record["output"]["layer"] = out_info.layer  # the sheet of a workbook
     record["verification"] = [c.to_dict() for c in ctx.checks]

@@ -45,6 +45,7 @@ from mapsmith.outputs import (
     check_output_size,
     commit_error,
     output_lock,
+    refuse_internal_folder,
 )
 from mapsmith.provenance.manifest import manifest_path, utc_now, write_manifest
 from mapsmith.registry import DatasetInfo, DatasetIO
@@ -54,10 +55,11 @@ from mapsmith.run_outputs import (
     assemble_container,
     finish_geojson,
     plan_output,
+    require_folder_written,
     require_wgs84_for_geojson,
     warn_replaced_layers,
 )
-from mapsmith.run_records import answer_record, engine_record, output_record, write_failure
+from mapsmith.run_records import answer_record, engine_record, output_record, warn_if_experimental, write_failure
 from mapsmith.verify import Check, RunWarning
 
 if TYPE_CHECKING:
@@ -244,6 +246,7 @@ def _run_operation(
                 hint="write inside the workspace",
             )
         output = resolved_out
+        refuse_internal_folder(app.workspace.root, output, args[OUTPUT_ARGUMENT])
         plan = plan_output(contract, args, output, paths)  # the path checks, the layer, the GeoJSON options
 
     # -- preconditions: headers only, before the engine runs ---------------------------------
@@ -275,6 +278,7 @@ def _run_operation(
     if contract.output_kind == "dataset:vector":
         ctx.derived = _derived_plan(app, ctx)
     choice = router.choose_engine(candidates, ctx)
+    warn_if_experimental(ctx, choice.impl)  # EXPERIMENTAL_OPERATION: a plugin engine not yet promoted
     if choice.substitution:
         sub = choice.substitution
         ctx.warn(
@@ -313,6 +317,7 @@ def _run_operation(
                 code="ENGINE_NO_OUTPUT",
                 hint="this is a bug in the engine adapter",
             )
+        require_folder_written(plan, temp, choice.impl.engine)  # '.parquet/' asked for parts; one file is refused
         ctx.parameters.setdefault("x-mapsmith:engine_seconds", round(time.perf_counter() - t0, 6))
         check_output_size(temp, given, app.environ)  # before reading it back: a huge file is not digested
         if ctx.table_output is not None:
@@ -434,6 +439,11 @@ def _commit(source: Path, output: Path, given: str) -> None:
 
 def _replace(source: Path, target: Path) -> None:
     """The atomic step: a rename within one directory. Split out so tests can sabotage it."""
+    if source.is_dir():
+        from mapsmith import parts
+
+        parts.replace_folder(source, target)  # an older folder of parts is swapped out whole
+        return
     os.replace(source, target)
 
 

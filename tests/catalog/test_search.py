@@ -37,7 +37,7 @@ def test_a_query_over_the_whole_catalog_is_ranked_and_says_how_many_more(app: Ma
     assert answer["remaining"] == total
     assert _names(answer)[0] == "simplify_layer"
     for c in answer["candidates"]:
-        assert set(c) - {"same_job_as"} == {"operation", "status", "stack", "distinguishes", "score"}
+        assert set(c) - {"same_job_as"} == {"operation", "status", "stack", "maturity", "distinguishes", "score"}
         assert c["distinguishes"] and c["stack"] == "mapsmith"
 
 

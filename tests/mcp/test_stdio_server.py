@@ -46,6 +46,7 @@ SERVICE_TOOLS = {
     "replay",
     "preview_map",
     "export_map",
+    "propose_operation",
 }
 DEDICATED_TOOLS = {
     "run_sql",

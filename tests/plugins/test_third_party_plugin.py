@@ -122,7 +122,9 @@ def test_installed_plugin_is_listed_run_and_recorded(workspace: Path, plugin_sit
 
     failed, run = replies["run"]
     assert not failed, run
-    assert run["status"] == "ok"
+    # A third party's operation is experimental until promoted on evidence: the answer says so.
+    assert run["status"] == "ok_with_warnings"
+    assert [w["code"] for w in run["warnings"]] == ["EXPERIMENTAL_OPERATION"]
     assert run["engine"]["name"] == "shapely" and run["engine"]["stack"] == "opensource"
     assert run["answer"] == {"feature_count": 2, "total_vertex_count": 14}
     out = read(workspace / "shapes_vertices.gpkg").set_index("name")
@@ -133,6 +135,8 @@ def test_installed_plugin_is_listed_run_and_recorded(workspace: Path, plugin_sit
     record = manifest(workspace / "shapes_vertices.gpkg")
     assert published_schema_errors(record) == []
     assert record["operation"] == OPERATION
+    assert record["x-mapsmith:plugin"]["version"] == "0.1.0"
+    assert record["x-mapsmith:plugin"]["maturity"] == "experimental"
     assert record["engine"]["name"] == "shapely"
     assert record["x-mapsmith:engine_choice"] == {"stack": "opensource", "engine": "shapely"}
     checks = {c["name"]: c["passed"] for c in record["verification"]}

@@ -1,9 +1,12 @@
-"""Apache Sedona on Spark (MAPSMITH_STACK=sedona), run for real in local mode, against hand-worked answers.
+"""Apache Sedona on Spark (MAPSMITH_STACK=sedona), run for real, against hand-worked answers.
 
 The fixtures are small enough to count by hand (below), and every Spark result is also compared
 with the GeoPandas engine's output for the same call. One SparkSession serves the whole module
-(about 12 s to start). The Spark tests skip only when pyspark is not importable, and not even then
-when MAPSMITH_SPARK_REQUIRED=1 (CI's spark session). The detection tests run everywhere.
+(about 12 s to start). It runs on the master the ``spark_master`` fixture names (tests/spark_cluster.py):
+local[2], or with MAPSMITH_TEST_SPARK_CLUSTER=1 (CI's spark session) a standalone cluster of two workers
+started for the test session, so every test below then runs its jobs on executors. The Spark tests skip
+only when pyspark is not importable, and not even then when MAPSMITH_SPARK_REQUIRED=1. The detection
+tests run everywhere.
 
 Layout, in EPSG:32633 metres::
 
@@ -31,6 +34,9 @@ import pytest
 
 import mapsmith_sedona
 from mapsmith.errors import CRSError, EngineError, OperationUnavailable
+from spark_cluster import on_cluster
+
+pytest_plugins = ["spark_cluster"]  # its session fixtures: spark_master, spark_cluster (one cluster per session)
 
 HAS_PYSPARK = importlib.util.find_spec("pyspark") is not None
 if not HAS_PYSPARK and os.environ.get("MAPSMITH_SPARK_REQUIRED") == "1":  # CI's spark session: never skip there
@@ -91,6 +97,27 @@ def _same_frames(spark: Any, geopandas: Any) -> None:
         check_dtype=False,  # pyarrow reads Spark's nullable bigint as float64 when nulls occur, GeoPandas' as Int64
     )
     assert list(spark.geometry.to_wkt()) == list(geopandas.geometry.to_wkt())
+
+
+def sedona_environment(master: str) -> dict[str, str]:
+    """What a sedona-stack MapSmith is given here: the stack, the master, and on a cluster to wait for both
+    workers' executors (so the first job already has both)."""
+    env = {"MAPSMITH_STACK": "sedona", "MAPSMITH_SPARK_MASTER": master}
+    if on_cluster(master):
+        env["MAPSMITH_SPARK_MIN_EXECUTORS"] = "2"
+    return env
+
+
+@pytest.fixture
+def make_app(make_app: Any, spark_master: str) -> Any:
+    """conftest's make_app, with the session's Spark master added to every sedona-stack app."""
+
+    def make(**env: str) -> Any:
+        if env.get("MAPSMITH_STACK") == "sedona":
+            env = {**sedona_environment(spark_master), **env}
+        return make_app(**env)
+
+    return make
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -199,10 +226,12 @@ def test_within_distance_in_a_geographic_crs_is_refused(make_app: Any, workspace
 
 
 @needs_spark
-def test_count_in_polygons_on_spark_matches_hand_counts_and_geopandas(make_app: Any, workspace: Path) -> None:
+def test_count_in_polygons_on_spark_matches_hand_counts_and_geopandas(
+    make_app: Any, workspace: Path, spark_master: str
+) -> None:
     _write_fixtures(workspace)
     progress: list[tuple[float, str]] = []
-    result = make_app(MAPSMITH_STACK="sedona", MAPSMITH_SPARK_MASTER="local[2]").run(
+    result = make_app(MAPSMITH_STACK="sedona").run(
         "count_in_polygons", _count_args(), progress=lambda f, m: progress.append((f, m))
     )
     out = _read(workspace / "counts.parquet")
@@ -221,10 +250,15 @@ def test_count_in_polygons_on_spark_matches_hand_counts_and_geopandas(make_app: 
     assert record["engine"]["name"] == "apache-sedona"
     assert record["engine"]["version"] == "1.8.0"
     components = record["engine"]["x-mapsmith:components"]
-    assert components["spark"].startswith("4.0.") and components["spark_master"] == "local[2]"
+    assert components["spark"].startswith("4.0.") and components["spark_master"] == spark_master
     assert int(components["partitions"]) >= 1
     job = record["parameters"]["x-mapsmith:spark_job"]
-    assert job["master"] == "local[2]" and job["output_partitions"] == 1
+    assert job["master"] == spark_master and job["output_partitions"] == 1
+    cluster = record["parameters"]["x-mapsmith:spark_cluster"]
+    assert cluster["master"] == spark_master and cluster["sedona_version"] == "1.8.0"
+    # local[2]: the driver's two task slots; a cluster of two one-core workers: two executors of one core
+    expected = (2, 1) if on_cluster(spark_master) else (0, 2)
+    assert (cluster["executors"], cluster["executor_cores"]) == expected
     assert set(job["input_partitions"]) == {"input_path", "points_path"}
     assert record["x-mapsmith:engine_choice"] == {"stack": "sedona", "engine": "apache-sedona-spark"}
 
@@ -409,11 +443,11 @@ def _write_drawing(ws: Path) -> None:
 
 
 @pytest.fixture
-def sedona_app(workspace: Path) -> Any:
+def sedona_app(workspace: Path, spark_master: str) -> Any:
     from mapsmith.app import MapSmith
 
     def make(**env: str) -> Any:
-        environ = {"MAPSMITH_WORKSPACE": str(workspace), "MAPSMITH_STACK": "sedona", **env}
+        environ = {"MAPSMITH_WORKSPACE": str(workspace), **sedona_environment(spark_master), **env}
         app = MapSmith(environ)
         missing = [op for op in NEW_SPARK_OPERATIONS if not app.host.implementations_for(op, "sedona")]
         assert not missing, f"the sedona stack does not register {missing}"
@@ -492,8 +526,13 @@ def _record(ws: Path, name: str) -> dict[str, Any]:
 def _spark_engine_recorded(record: dict[str, Any], *inputs: str) -> None:
     assert record["engine"]["name"] == "apache-sedona"
     assert record["x-mapsmith:engine_choice"] == {"stack": "sedona", "engine": "apache-sedona-spark"}
+    from mapsmith_sedona.spark_session import running
+
+    session = running()
+    assert session is not None
     components = record["engine"]["x-mapsmith:components"]
-    assert components["spark"].startswith("4.0.") and components["spark_master"].startswith("local")
+    assert components["spark"].startswith("4.0.") and components["spark_master"] == session.master
+    assert record["parameters"]["x-mapsmith:spark_cluster"]["master"] == session.master
     assert int(components["partitions"]) >= 1
     assert set(record["parameters"]["x-mapsmith:spark_job"]["input_partitions"]) == set(inputs)
 
@@ -559,10 +598,10 @@ def test_nearest_join_widens_its_search_round_by_round(
 ) -> None:
     # From 1 m, growing 4x: 1, 4, 16, 64 (A 50 m and B 20 m settle), 256 (C and T, 100 m: 100 + 1e-6 <= 256),
     # and no sixth round, as every probe with a geometry is then matched.
-    from mapsmith_sedona import spark_ops
+    from mapsmith_sedona import spark_nearest
 
     _write_drawing(workspace)
-    monkeypatch.setattr(spark_ops, "_search_radii", lambda ctx, n: (1.0, 565.685))
+    monkeypatch.setattr(spark_nearest, "_search_radii", lambda ctx, n: (1.0, 565.685))
     sedona_app().run(
         "nearest_join", {"input_path": "probes.parquet", "join_path": "lines.parquet", "output_path": "n.parquet"}
     )

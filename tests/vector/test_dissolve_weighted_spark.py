@@ -19,6 +19,10 @@ from typing import Any
 
 import pytest
 
+from spark_cluster import on_cluster
+
+pytest_plugins = ["spark_cluster"]  # its session fixtures: spark_master, spark_cluster (one cluster per session)
+
 needs_spark = pytest.mark.skipif(
     importlib.util.find_spec("pyspark") is None, reason="pyspark is not installed (pip install 'mapsmith[spark]')"
 )
@@ -27,10 +31,14 @@ X0, Y0 = 500_000.0, 5_000_000.0
 
 
 @pytest.fixture
-def sedona_app(workspace: Path) -> Any:
+def sedona_app(workspace: Path, spark_master: str) -> Any:
+    """On the session's Spark master (tests/spark_cluster.py): local[2], or a standalone cluster's executors."""
     from mapsmith.app import MapSmith
 
-    return MapSmith({"MAPSMITH_WORKSPACE": str(workspace), "MAPSMITH_STACK": "sedona"})
+    environ = {"MAPSMITH_WORKSPACE": str(workspace), "MAPSMITH_STACK": "sedona", "MAPSMITH_SPARK_MASTER": spark_master}
+    if on_cluster(spark_master):
+        environ["MAPSMITH_SPARK_MIN_EXECUTORS"] = "2"
+    return MapSmith(environ)
 
 
 def _write(workspace: Path, name: str, **columns: list[Any]) -> None:

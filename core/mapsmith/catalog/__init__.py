@@ -3,8 +3,9 @@
 ``discover`` answers ``list_operations``. Facets live in ``facets``, the BM25 ranker in ``lexical``,
 the static-embedding ranker in ``vector`` (its model is committed with the package; lexical answers
 if those files are missing or altered), whether a request is supported at all (the ``none`` status) in
-``support``, which QGIS algorithm does the job of one of ours in ``pairs``, and the opt-in log of
-searches in ``discovery_log``. Importing this package must stay
+``support``, the tasks the catalogue declares it does not do (geocoding, routing, ...) in ``scope``, which
+QGIS algorithm does the job of one of ours in ``pairs``, experimental operations after the stable ones doing
+their job in ``maturity``, and the opt-in log of searches in ``discovery_log``. Importing this package must stay
 cheap: it imports no engine and loads no embedding until a search asks for one.
 """
 

@@ -7,6 +7,10 @@ digests, or the first step that differs and by how much.
 
 This module must never write into the caller's workspace: every run, every copy and every file a
 comparison opens is in the scratch folder, which is removed afterwards unless the caller keeps it.
+A folder of Parquet parts (``mapsmith.parts``) is copied whole, re-written as a folder (its recorded
+``output.path`` ends in ``/``) and compared by its listing digest. The files run_sql's SQL names are placed
+at the paths the SQL names them by.
+
 It must never present a replay as identical when only the content matched, never read a failed
 check without ``critical`` as non-critical (the walk reports it as undeclared), and never replay on
 originals whose bytes are not the recorded ones: it stops and names them instead.
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from mapsmith import parts
 from mapsmith.errors import ConfigurationError, InputError, MapSmithError
 from mapsmith.provenance.compare import _byte_difference, _compare
 from mapsmith.provenance.digests import dataset_digest, dataset_files
@@ -130,6 +135,21 @@ def _arguments(contract: Any, record: dict[str, Any], placed: dict[str, str]) ->
                 hint="only records that name each input's argument can be replayed",
             )
         path = placed[entry["sha256"]]
+        named_in = getattr(contract, "datasets_named_in", None)
+        if named_in is not None and argument.partition("[")[0] not in names:
+            # A file the text of ``named_in`` names (run_sql's SQL): the call names it by its recorded path,
+            # so it must lie there in the scratch workspace, or the re-run would read something else.
+            recorded = entry.get("path")
+            if not isinstance(recorded, str) or PurePosixPath(recorded).as_posix() != PurePosixPath(path).as_posix():
+                raise InputError(
+                    f"inputs[{position}] is named inside {named_in}, and its recorded path {recorded!r} could not be "
+                    "kept in the scratch workspace",
+                    code="REPLAY_CHAIN_BROKEN",
+                    evidence={"operation": record.get("operation"), "input": position, "placed_at": path},
+                    hint="a replay of SQL needs each file it reads at the path the SQL names; two different "
+                    "originals recorded under one path cannot both be there",
+                )
+            continue
         if "[" in argument:
             name, _, rest = argument.partition("[")
             lists.setdefault(name, {})[int(rest.rstrip("]"))] = path
@@ -339,6 +359,9 @@ def _replay_step(
         "engine_recorded": record.get("engine"),
     }
     out_rel = scratch.claim(recorded_label or f"step_{position}", f"replay:{position}")
+    recorded_path = output.get("path")
+    if isinstance(recorded_path, str) and parts.is_folder_output(recorded_path):
+        out_rel += "/"  # the trailing slash is the request for a folder of parts (mapsmith.parts)
     try:
         scratch_app = apps(stack)
         if hop.operation == EXPORT_MAP:

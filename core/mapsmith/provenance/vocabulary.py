@@ -46,6 +46,29 @@ PLACES: dict[str, str] = {
 }
 
 VOCABULARY: dict[str, Extension] = {
+    # -- plugins and their maturity (core/mapsmith/pluginkit/maturity.py, run_records.py)
+    "x-mapsmith:plugin": Extension(
+        "record key",
+        "The plugin (not MapSmith's own) whose code produced the values: entry-point `plugin`, `distribution`, "
+        "`version`, `code_sha256` (the listing digest of spec §3.3 over the package's .py and .toml files), `source` "
+        "for an operation registered at run time, and its `maturity` when it ran (`experimental`, or `stable` once "
+        "promoted on evidence); absent for MapSmith's own operations.",
+    ),
+    # -- folders of Parquet parts (core/mapsmith/parts.py)
+    "x-mapsmith:parts_rows": Extension(
+        "check name",
+        "run_sql writing a folder of Parquet parts (output_path ending .parquet/): the rows DuckDB reported written "
+        "equal the sum of the parts' footer row counts.",
+    ),
+    "x-mapsmith:output_parts": Extension(
+        "parameters key", "The number of Parquet part files in an output written as a folder of parts."
+    ),
+    "x-mapsmith:digest_rule": Extension(
+        "output key",
+        "parquet-parts-listing when the dataset is a folder of Parquet parts, digested by manifest-v1 §3.3's listing "
+        "rule applied to its *.parquet files (relative paths; _- and .-prefixed names and .crc files excluded); also "
+        "set on inputs[] entries for such folders.",
+    ),
     # -- fetched data (plugins/opensource/mapsmith_opensource/acquire_ops.py, overpass_ops.py, stac_ops.py)
     "x-mapsmith:fetched": Extension(
         "input key",
@@ -239,9 +262,18 @@ VOCABULARY: dict[str, Extension] = {
     "x-mapsmith:spark_job": Extension(
         "parameters key",
         "Operations run with `MAPSMITH_STACK=sedona` on Apache Sedona on Spark: the Spark master URL, Spark's "
-        "version, the partitions each input was read in (`input_partitions`, by argument), `output_partitions`, "
-        "`default_parallelism`, the seconds the process's SparkSession took to start (`session_start_seconds`, "
-        "paid once per process) and the seconds of this job (`job_seconds`).",
+        "version, the partitions each input was read in (`input_partitions`, by argument), `output_partitions` "
+        "(the parts written: 1 for one file), `default_parallelism`, the seconds the process's SparkSession took to "
+        "start (`session_start_seconds`, paid once per process), the part of that start spent waiting for a "
+        "cluster's executors (`executor_wait_seconds`) and the seconds of this job (`job_seconds`).",
+    ),
+    "x-mapsmith:spark_cluster": Extension(
+        "parameters key",
+        "Operations run on Apache Sedona on Spark (`MAPSMITH_STACK=sedona`): what ran the job, as the driver saw it "
+        "at the job's end -- `master` (the master URL; `local[N]` in local mode, N resolved), `deploy` (`local`, "
+        "`spark` for a standalone cluster, `k8s`, ...), `application_id`, `executors` (active; 0 in local mode, "
+        "where the driver runs the tasks), `executor_cores` (each; a list when they differ; null when unknown), "
+        "`executor_memory` (each, Spark's setting), `executor_hosts`, `spark_version` and `sedona_version`.",
     ),
     "x-mapsmith:features_outside_mask": Extension(
         "parameters key",

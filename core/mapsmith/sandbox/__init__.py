@@ -11,8 +11,11 @@ many kernels still in use; a hand-rolled namespace setup would be more code to g
 
 Layout: ``policy`` (what the worker may see, and whether a sandbox is possible), ``launcher`` (worker
 processes, limits, crashes, the pool), ``protocol`` (frames on the pipes), ``worker`` (the process
-inside), ``proxy`` (the MapSmith the server holds). This package must never run an engine in the
-server process when the sandbox is on.
+inside), ``proxy`` (the MapSmith the server holds), and the one stricter, one-shot sandbox for code MapSmith did
+not write (``plugin check``'s plugins, ``propose_operation``'s code): ``jail`` (the bubblewrap profile and
+the run), ``limits`` (rlimits and the pids cgroup), ``child`` (the one process inside) and ``witness`` (the
+audit hook that names attempts). This package must never run an engine in the server process when the
+sandbox is on.
 """
 
 from __future__ import annotations

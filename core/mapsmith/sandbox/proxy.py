@@ -144,6 +144,14 @@ class SandboxedMapSmith(MapSmith):
         args = {"paths": paths, "output_path": output_path, "overwrite": overwrite, "options": options}
         return dict(self._call("export_map", args))
 
+    def propose_operation(self, contract: Any, code: Any, examples: Any) -> dict[str, Any]:
+        """Checked in a worker (the agent's code runs in a jail the worker starts); on success this process
+        reads the workspace's store so its catalogue (list_operations, plans) has the operation too."""
+        args = {"contract": contract, "code": code, "examples": examples}
+        reply = dict(self._call("propose_operation", args))
+        self.refresh_proposals()
+        return reply
+
     # -- what stays here ----------------------------------------------------------------------------
 
     def server_info(self) -> dict[str, Any]:

@@ -32,6 +32,7 @@ METHODS = (
     "replay",
     "preview_map",
     "export_map",
+    "propose_operation",
 )
 WITH_PROGRESS = ("run", "execute_plan")
 # Imported before the worker says it is ready, so the first call does not pay for them.
@@ -106,6 +107,8 @@ def dispatch(app: Any, method: str, args: dict[str, Any], progress: Any) -> Any:
         if method == "preview_map":
             return app.preview_map(args["paths"], **options)
         return app.export_map(args["paths"], args["output_path"], bool(args.get("overwrite")), **options)
+    if method == "propose_operation":
+        return app.propose_operation(args.get("contract"), args.get("code"), args.get("examples"))
     if method in ("validate_plan", "explain_plan"):
         return getattr(app, method)(args["plan"])
     return getattr(app, method)(args["path"], args.get("layer"))  # get_provenance, get_lineage, replay

@@ -213,7 +213,12 @@ def build_server(app: MapSmith) -> Server[Any]:
         overwrite = bool(args.get("overwrite", False))
         return await run_cancellable(app, lambda: app.export_map(paths, output, overwrite, **map_arguments(args)))
 
+    async def propose_operation(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        contract, code, examples = args.get("contract"), args.get("code"), args.get("examples")
+        return await run_cancellable(app, lambda: app.propose_operation(contract, code, examples))
+
     handlers.update(
+        propose_operation=propose_operation,
         preview_map=preview_map,
         export_map=export_map,
         server_info=server_info,

@@ -216,6 +216,11 @@ class MapExportReply(_Reply):
     notes: list[str]
 
 
+class ProposalReply(_Reply):
+    name: str
+    status: Literal["registered", "already_registered"]
+
+
 @cache
 def published_schema(model: type[_Reply]) -> dict[str, Any]:
     """The compact output schema of ``model``, accepting exactly what ``model_json_schema()`` accepts."""

@@ -41,7 +41,6 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import mapsmith_sedona
-from mapsmith_opensource import io
 from mapsmith_opensource.common import engine_versions
 from mapsmith_opensource.join_ops import spatial_join as spatial_join_ops
 from mapsmith_opensource.registration import Registration
@@ -288,37 +287,9 @@ DIRECT_PATH_NOTE = (
 
 def _points_file_problem(ctx: RunContext, value_field: str | None) -> str | None:
     """Why SedonaDB cannot read points_path itself and give the GeoPandas engine's answer (None: it can)."""
-    import json
+    from mapsmith_opensource.join_ops.points_in_polygons_sql import points_file_problem
 
-    import pyarrow.parquet as pq
-    import pyarrow.types as t
-
-    path = ctx.paths["points_path"]
-    if not io.is_parquet(path):
-        return f"points_path is {ctx.inputs['points_path'].driver}, not GeoParquet, which SedonaDB reads directly"
-    schema = pq.read_schema(path)
-    meta = schema.metadata or {}
-    geo = json.loads(meta.get(b"geo") or b"{}")
-    columns = geo.get("columns", {})
-    if len(columns) != 1:
-        return f"points_path has {len(columns)} geometry columns; the direct path reads layers with one"
-    primary = str(geo.get("primary_column", ""))
-    if columns.get(primary, {}).get("encoding") != "WKB":
-        return f"points_path stores its geometries as {columns.get(primary, {}).get('encoding')!r}, not WKB"
-    if value_field is None:
-        return None
-    index = {str(i) for i in json.loads(meta.get(b"pandas") or b"{}").get("index_columns", []) if isinstance(i, str)}
-    # summarize_points_in_polygons' weight_field is read beside the value, and must pass the same tests
-    for name in (value_field, ctx.arguments.get("weight_field")):
-        if name is None:
-            continue
-        where = schema.get_field_index(name)
-        if where < 0 or name == primary or name in index:
-            return f"points_path has no field {name!r} (the GeoPandas engine's code gives the refusal)"
-        kind = schema.field(where).type
-        if not (t.is_integer(kind) or t.is_floating(kind)):
-            return f"field {name!r} is {kind}, not integers or floats (the GeoPandas engine's code decides)"
-    return None
+    return points_file_problem(ctx, value_field, "SedonaDB")
 
 
 # -- the operations ----------------------------------------------------------------------------

@@ -9,11 +9,12 @@ sedonadb when imported.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mapsmith_opensource.common import read_input, record_input_validity, require_valid
 from mapsmith_opensource.join_ops import points_in_polygons as points_ops
-from mapsmith_opensource.join_ops import shared, spatial_join_duckdb
+from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
+from mapsmith_opensource.join_ops import shared
 from mapsmith_opensource.registration import Registration
 from mapsmith_opensource.sedonadb_ops import (
     DIRECT_MIN_FEATURES,
@@ -32,8 +33,6 @@ from mapsmith_opensource.sedonadb_ops import (
 )
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import geopandas as gpd
     import numpy as np
 
@@ -73,8 +72,13 @@ def points_in_polygons_eligible(ctx: RunContext) -> str | None:
     return _eligible(ctx, ("input_path", "points_path"), WKB_MIN_FEATURES, "SedonaDB's WKB path")
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+AGGREGATE_PATH_NOTE = (
+    "engine path: direct, aggregated -- SedonaDB read points_path itself (GeoParquet) and, in one query, counted its "
+    "null, empty and invalid geometries, matched the points with the polygons and aggregated the matches per "
+    "polygon and per point (GROUP BY GROUPING SETS): one row per polygon came back, no point and no (polygon, point) "
+    "pair; the polygons were read, checked and written by the GeoPandas engine's code"
+)
+_quote = sql.quote
 
 
 @dataclass
@@ -95,30 +99,12 @@ class _DirectFound:
     counts: dict[str, int]
 
 
-def _first_invalid_points(path: Path, geometry: str) -> list[tuple[int, str]]:
-    """The first invalid points with GEOS's reason, by file position (read only when some are invalid)."""
-    import numpy as np
-    import pyarrow.parquet as pq
-    import shapely
-
-    found: list[tuple[int, str]] = []
-    offset = 0
-    for batch in pq.ParquetFile(path).iter_batches(columns=[geometry], batch_size=65_536):
-        geoms = shapely.from_wkb(batch.column(0).to_numpy(zero_copy_only=False))
-        bad = ~(shapely.is_missing(geoms) | shapely.is_empty(geoms)) & ~shapely.is_valid(geoms)
-        for i in np.flatnonzero(bad):
-            found.append((offset + int(i), str(shapely.is_valid_reason(geoms[i]))))
-            if len(found) == spatial_join_duckdb.INVALID_REASONS_READ:
-                return found
-        offset += batch.num_rows
-    return found
+_first_invalid_points = sql.first_invalid_points
 
 
 def _as_double(name: str | None) -> str:
-    """A field as DOUBLE with NaN as null (pandas' isna counts both), or NULL when there is no field."""
-    if name is None:
-        return "NULL"
-    return f"CASE WHEN isnan(CAST({_quote(name)} AS DOUBLE)) THEN NULL ELSE CAST({_quote(name)} AS DOUBLE) END"
+    """A field as DOUBLE with NaN as null, or NULL when there is no field (the pairs path's form)."""
+    return "NULL" if name is None else sql.as_double(name)
 
 
 def _direct_points_in_polygons(
@@ -216,17 +202,61 @@ def _direct_or_note(ctx: RunContext, value_field: str | None) -> bool:
     return problem is None
 
 
+def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field: str | None) -> tuple[Any, Any]:
+    """The polygons (read and checked by the GeoPandas engine's code) and points_in_polygons_sql's aggregate,
+    run in SedonaDB on points_path as read from its file: one row per polygon and one of point facts back."""
+    import json
+    import uuid
+
+    import pyarrow.parquet as pq
+
+    polygons = read_input(ctx)
+    path = ctx.paths["points_path"]
+    geometry = json.loads(pq.read_schema(path).metadata[b"geo"])["primary_column"]
+    shared._refuse_existing(ctx, polygons, new_fields)
+    require_valid(ctx, polygons, "input_path", shared.UNDEFINED_ON_INVALID)
+    sd = _connection()
+    suffix = uuid.uuid4().hex
+    points, zones = f"mapsmith_points_{suffix}", f"mapsmith_polygons_{suffix}"
+    g = sql.quote(geometry)
+    # Both layers' CRS are equal (eligibility); SedonaDB compares CRS by name, so both sides go without one.
+    # The point ids number the points only to tell them apart (a point in several polygons), not by position.
+    relation = (
+        f"(SELECT row_number() OVER () - 1 AS id, ST_SetSRID({g}, 0) AS g, {sql.as_double(value_field)} AS v, "
+        f"{sql.point_flags(g)} FROM {points})"
+    )
+    try:
+        sd.read_parquet(str(path)).to_view(points)
+        if len(polygons) == 0:  # nothing to match (and SedonaDB cannot type an empty WKB column)
+            scan = sql.points_scan_sql(points, g, sql.as_double(value_field))
+            found = sql.read_point_facts(sd.sql(scan).to_arrow_table(), 0)
+        else:
+            sd.create_data_frame(_table(polygons.geometry.values)).to_view(zones)
+            table = sd.sql(sql.aggregate_sql(relation, zones)).to_arrow_table()
+            found = sql.read_aggregated(table, len(polygons))
+    finally:
+        for name in (points, zones):
+            try:
+                sd.drop_view(name)
+            except Exception:  # never registered (the failure above is the one to report)
+                pass
+    points_ops.record_aggregated(ctx, polygons.crs, found, path, geometry, AGGREGATE_PATH_NOTE)
+    return polygons, found
+
+
 def count_in_polygons_sedonadb(ctx: RunContext) -> None:
     _set_engine(ctx, ("input_path", "points_path"))
     if not _direct_or_note(ctx, None):
         points_ops.count_in_polygons(ctx, find_pairs=_intersecting)
         return
-    found = _direct_points_in_polygons(ctx, ["point_count"], None)
-    points_ops.finish_count(ctx, found.polygons, found.polygon_rows, found.counts)
+    polygons, found = _aggregated_in_sedonadb(ctx, ["point_count"], None)
+    points_ops.finish_count(ctx, polygons, found.point_count, found.counts)
 
 
 def summarize_points_in_polygons_sedonadb(ctx: RunContext) -> None:
-    """points_ops.summarize_points_in_polygons on the direct path: the same statistics, from the pairs."""
+    """points_ops.summarize_points_in_polygons on the direct path: the same statistics, aggregated in SedonaDB
+    (or, for weighted_mean, from the pairs it returns: aggregation.weighted_mean_by_group's refusals work on
+    pairs)."""
 
     _set_engine(ctx, ("input_path", "points_path"))
     name = ctx.arguments["field"]
@@ -237,6 +267,10 @@ def summarize_points_in_polygons_sedonadb(ctx: RunContext) -> None:
     ctx.parameters["statistics"] = ",".join(statistics)
     columns = {s: f"{name}_{s}" for s in statistics}
     null_column = f"{name}_null_count"
+    if points_ops.WEIGHTED_MEAN not in statistics:
+        polygons, agg = _aggregated_in_sedonadb(ctx, [*columns.values(), null_column], name)
+        points_ops.write_summary(ctx, polygons, agg.statistics, agg.null_count, agg.facts.null_values, agg.counts)
+        return
     found = _direct_points_in_polygons(ctx, [*columns.values(), null_column], name, ctx.arguments.get("weight_field"))
     assert found.values is not None
     points_ops.finish_summary(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapsmith import crsguard, gdalpolicy
+from mapsmith import crsguard, gdalpolicy, parts
 from mapsmith.errors import InputError, MapSmithError
 from mapsmith_opensource.sql_encodings import (
     encoding_option_node,
@@ -469,6 +469,11 @@ def _resolve_dataset(function: str, given: str, ws: Workspace) -> Path:
             function=function,
             path=given,
         )
+    if function in ("read_parquet", "parquet_scan") and parts.is_parts_folder(resolved):
+        # A folder of Parquet parts is one dataset (mapsmith.parts): DuckDB reads the folder itself, and
+        # the parts it reads are the members the digest lists; a stray or hidden file is refused here.
+        parts.require_parquet_parts(resolved)
+        return resolved
     if not resolved.is_file():
         raise _refuse(
             "INPUT_NOT_FOUND",

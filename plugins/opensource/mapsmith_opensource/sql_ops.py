@@ -9,6 +9,12 @@ capped by DuckDB's own settings, and a timer that interrupts the statement after
 ``MAPSMITH_CALL_TIMEOUT_S``. The parser is one wall, the connection the second, and a test feeds the
 connection hostile SQL directly.
 
+A folder of Parquet parts (``mapsmith.parts``) is one dataset both ways: ``read_parquet('d.parquet')``
+reads every part (DuckDB reads a folder itself, and the parts it reads are the digest's members), and an
+``output_path`` ending in ``.parquet/`` is written file to file by DuckDB's ``COPY ... TO`` the run's
+temporary folder, one part per thread, then described from the parts' footers and verified there,
+never pulled into Python.
+
 This module must never run SQL that the checks did not see, never let DuckDB open a layer that is
 not there, and never guess a result's CRS.
 """
@@ -62,12 +68,23 @@ def validate_run_sql(ctx: RunContext) -> None:
                 "write to a new path",
                 path=given,
             )
-        _check_declared_crs(path, workspace.root)  # before GDAL opens it, as for a dataset argument
+        if path.is_dir():
+            from mapsmith import parts
+
+            for part in parts.part_files(path):  # a folder's CRS is declared in each of its parts
+                _check_declared_crs(part, workspace.root)
+        else:
+            _check_declared_crs(path, workspace.root)  # before GDAL opens it, as for a dataset argument
         slot = f"{SLOT}[{len(seen)}]"
         seen[path] = slot
         ctx.paths[slot] = path
         ctx.given_paths[slot] = given
         ctx.layers[slot] = layer
+        if path.is_dir():
+            from mapsmith import parts
+
+            ctx.inputs[slot] = parts.inspect_folder(path)  # the parts' footers; their refusals apply
+            continue
         if function in ("st_read", "st_readshp", "read_parquet", "parquet_scan") and path.suffix.lower() not in (
             ".csv",
             ".tsv",
@@ -165,6 +182,7 @@ def run_sql(ctx: RunContext) -> None:
     (without output_path) answer with them."""
     import duckdb
 
+    from mapsmith import parts
     from mapsmith.workspace import Workspace
     from mapsmith_opensource import duckdb_spatial
 
@@ -211,6 +229,9 @@ def run_sql(ctx: RunContext) -> None:
                 _answer(ctx, relation, columns, types, geometry)
                 return
             shape = _output_shape(ctx, columns, types, geometry)
+            if parts.is_folder_output(str(ctx.arguments.get("output_path"))):
+                _copy_parts(ctx, sandbox.connection, found, columns, types, geometry)
+                return
             table = relation.to_arrow_table()
             _require_utf8(table)
         except duckdb.Error as exc:
@@ -223,6 +244,104 @@ def run_sql(ctx: RunContext) -> None:
         _write_table(ctx, table, columns, types)
     else:
         _write_layer(ctx, found, table, columns, types, geometry[0])
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _copy_parts(
+    ctx: RunContext, connection: Any, found: Analysis, columns: list[str], types: list[str], geometry: list[str]
+) -> None:
+    """Write the result as Parquet parts into the run's temporary folder with DuckDB's COPY, then verify the
+    folder from its footers (and a streamed validity pass): the rows never pass through Python.
+
+    A geometry column without a declared CRS gets the one ``_result_crs`` decided (ST_SetCRS), so the parts'
+    GeoParquet metadata names it; the runner commits the folder only after these checks pass.
+    """
+    import dataclasses
+
+    from mapsmith import parts, verify
+    from mapsmith.crs import crs_label
+
+    assert ctx.temp_output is not None
+    statement = found.statement
+    crs = None
+    if geometry:
+        geom = geometry[0]
+        column_crs = _declared_crs(types[columns.index(geom)])
+        crs = _result_crs(ctx, found, column_crs)
+        ctx.expected_output_crs = crs.to_wkt()
+        ctx.crs_decisions["x-mapsmith:output_crs"] = crs_label(crs)
+        if column_crs is None:
+            label = crs_label(crs)
+            text = label if label and ":" in label and " " not in label else crs.to_json()
+            statement = (
+                f"SELECT * REPLACE (ST_SetCRS({_quote(geom)}, {_sql_text(text)}) AS {_quote(geom)}) FROM ({statement})"
+            )
+    # One part per thread: DuckDB writes in parallel, and the part count follows MAPSMITH_DUCKDB_THREADS.
+    row = connection.execute(
+        f"COPY ({statement}) TO {_sql_text(str(ctx.temp_output))} (FORMAT parquet, PER_THREAD_OUTPUT true)"
+    ).fetchone()
+    written = int(row[0]) if row else -1
+    if geometry and written == 0:
+        _empty_geoparquet(ctx.temp_output, connection.sql(statement).limit(0).to_arrow_table(), geometry[0], crs)
+    wants_validity = "geometry_valid" in ctx.contract.checks and bool(geometry)
+    info = parts.inspect_folder(ctx.temp_output, validity=wants_validity)
+    members = parts.part_files(ctx.temp_output)
+    ctx.check(
+        "x-mapsmith:parts_rows",
+        info.feature_count == written,
+        f"DuckDB reported {written} rows written; the {len(members)} part footers hold {info.feature_count}",
+    )
+    ctx.parameters["x-mapsmith:output_parts"] = len(members)
+    ctx.parameters["x-mapsmith:sql_result_types"] = dict(zip(columns, types, strict=True))
+    given = str(ctx.arguments.get("output_path"))
+    if not geometry:
+        _declared_type_check(ctx, {"no geometry column"}, "the result")
+        ctx.answer.update({"row_count": info.feature_count, "columns": columns, "parts": len(members)})
+    else:
+        assert crs is not None
+        _declared_type_check(ctx, set(info.geometry_families), "the result")
+        ctx.checks.extend(
+            verify.output_checks(
+                ctx.contract,
+                info,
+                expected_crs_label=crs_label(crs),
+                crs_equal=info.crs_wkt is not None and crs.equals(info.crs_wkt, ignore_axis_order=True),
+                input_count=None,
+                input_families=frozenset(),
+            )
+        )
+        ctx.answer.update({"feature_count": info.feature_count, "columns": columns, "parts": len(members)})
+    # Described and checked here, so the runner digests the folder instead of reading it back as one file.
+    # layer=None: a folder is one dataset, and output.layer would claim a container it is not.
+    ctx.table_output = dataclasses.replace(info, path=given, layer=None)
+
+
+def _empty_geoparquet(folder: Path, empty: Any, geom: str, crs: Any) -> None:
+    """Replace the parts of an empty result with one empty GeoParquet part that names its CRS.
+
+    DuckDB 1.5 writes a part without its ``geo`` metadata when no row was written, which would make
+    the folder a plain table with no CRS; zero rows cost nothing to write again with geopandas.
+    """
+    import shutil
+
+    import geopandas as gpd
+    import shapely
+
+    shutil.rmtree(folder)
+    folder.mkdir()
+    frame = empty.drop_columns([geom]).to_pandas()
+    geoms = gpd.GeoSeries(shapely.from_wkb(empty.column(geom).to_numpy(zero_copy_only=False)), crs=crs)
+    gdf = gpd.GeoDataFrame(frame, geometry=geoms, crs=crs)
+    if geom != "geometry":
+        gdf = gdf.rename_geometry(geom)
+    gdf.to_parquet(folder / "data_0.parquet")
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _output_shape(ctx: RunContext, columns: list[str], types: list[str], geometry: list[str]) -> str:

@@ -1,8 +1,10 @@
 """The machinery every Spark operation of the sedona stack shares: eligibility, one job's session and record.
 
-Reading a GeoParquet input with an order key (input order survives Spark's shuffles), the validity record
-and refusal the GeoPandas engine makes, writing exactly one GeoParquet file at the runner's temporary
-path with the input's CRS, the ``x-mapsmith:spark_job`` record, and the page of rows an answer lists.
+Reading a GeoParquet input -- a file, or a folder of parts (spark_parts) -- with an order key (input order
+survives Spark's shuffles), the validity record and refusal the GeoPandas engine makes, writing one
+GeoParquet file, or a folder of parts when output_path ends in ``.parquet/``, at the runner's temporary path
+with the input's CRS, the ``x-mapsmith:spark_job`` and ``x-mapsmith:spark_cluster`` records, and the page
+of rows an answer lists.
 spark_ops (the joins), spark_dissolve and spark_overlay build on it. What it must never do: import
 pyspark at module level (the server's start-up stays fast), or write anywhere but the runner's
 temporary path.
@@ -35,9 +37,12 @@ OUTPUT_SUFFIXES = (".parquet", ".geoparquet")
 
 
 def geoparquet_problem(ctx: RunContext, keys: tuple[str, ...]) -> str | None:
+    from mapsmith import parts
     from mapsmith_opensource import io
 
     for key in keys:
+        if ctx.inputs[key].driver == parts.FOLDER_DRIVER:
+            continue  # a folder of GeoParquet parts: read part by part
         if not io.is_parquet(ctx.paths[key]):
             return (
                 f"{key} is not GeoParquet ({ctx.inputs[key].driver}); the Spark engine reads GeoParquet files only: "
@@ -82,6 +87,7 @@ class Job:
     t0: float
     partitions: dict[str, int]
     details: dict[str, Any] = field(default_factory=dict)  # what this operation adds to x-mapsmith:spark_job
+    output_parts: int = 1  # parts written: 1 for a file
 
     def progress(self, fraction: float, message: str) -> None:
         if self.ctx.progress is not None:
@@ -130,7 +136,9 @@ def start_job(ctx: RunContext) -> Job:
 def geometry_column(path: Path) -> str:
     import pyarrow.parquet as pq
 
-    meta = pq.read_schema(path).metadata or {}
+    from mapsmith_sedona.spark_parts import first_part
+
+    meta = pq.read_schema(first_part(path)).metadata or {}
     geo = json.loads(meta.get(b"geo", b"{}") or b"{}")
     return str(geo.get("primary_column") or "geometry")
 
@@ -139,11 +147,16 @@ def read_layer(job: Job, key: str) -> tuple[Any, str, list[str]]:
     """The input as a DataFrame with an order key; its geometry column and attribute fields."""
     from pyspark.sql import functions as F
 
+    from mapsmith_sedona.spark_parts import is_folder, read_folder
+
     path = job.ctx.paths[key]
     geom = geometry_column(path)
-    df = job.spark.read.format("geoparquet").load(str(path))
-    # A single file's splits are numbered in file order, so this id orders rows as the file does.
-    df = df.withColumn(ROW, F.monotonically_increasing_id())
+    if is_folder(path):
+        df = read_folder(job.spark, path, ROW)
+    else:
+        df = job.spark.read.format("geoparquet").load(str(path))
+        # A single file's splits are numbered in file order, so this id orders rows as the file does.
+        df = df.withColumn(ROW, F.monotonically_increasing_id())
     job.partitions[key] = df.rdd.getNumPartitions()
     fields = [c for c in df.columns if c not in (geom, ROW)]
     return df, geom, fields
@@ -195,11 +208,19 @@ def order_window() -> Any:
 
 
 def write_geoparquet(job: Job, df: Any, order: list[str], crs_wkt: str) -> None:
-    """One GeoParquet file at the runner's temporary path, rows in ``order``, with the input's CRS."""
+    """One GeoParquet file at the runner's temporary path, rows in ``order``, with the input's CRS; or,
+    when output_path ends in ``.parquet/``, a folder of parts there whose listing order is that order."""
     from pyproj import CRS
+
+    from mapsmith_sedona.spark_parts import wants_folder, write_parts
 
     ctx = job.ctx
     assert ctx.temp_output is not None
+    if wants_folder(ctx.arguments):
+        # As many parts as tasks read the largest input (at least one per core): each executor writes its own.
+        wanted = max([*job.partitions.values(), job.spark.sparkContext.defaultParallelism])
+        job.output_parts = write_parts(df, order, ctx.temp_output, CRS.from_wkt(crs_wkt).to_json(), wanted)
+        return
     scratch = ctx.temp_output.parent / f".{ctx.temp_output.stem}.spark-{uuid.uuid4().hex[:8]}"
     out = df.repartition(1).sortWithinPartitions(*order).drop(*order)
     try:
@@ -223,13 +244,21 @@ def write_geoparquet(job: Job, df: Any, order: list[str], crs_wkt: str) -> None:
 
 
 def finish_job(job: Job) -> None:
+    from mapsmith_sedona import spark_executors
+    from mapsmith_sedona.jars import SEDONA_VERSION
+
+    cluster = spark_executors.describe(job.spark, job.session.master, SEDONA_VERSION)
+    job.ctx.parameters["x-mapsmith:spark_cluster"] = cluster
+    job.ctx.engine_components["spark_master"] = cluster["master"]
+    job.ctx.engine_components["spark_application"] = str(cluster["application_id"])
     job.ctx.parameters["x-mapsmith:spark_job"] = {
-        "master": job.session.master,
+        "master": cluster["master"],
         "spark_version": job.spark.version,
         "input_partitions": dict(job.partitions),
-        "output_partitions": 1,
+        "output_partitions": job.output_parts,
         "default_parallelism": job.spark.sparkContext.defaultParallelism,
         "session_start_seconds": job.session.start_seconds,
+        "executor_wait_seconds": job.session.executor_wait_seconds,
         "job_seconds": round(time.perf_counter() - job.t0, 3),
         **job.details,
     }
@@ -238,13 +267,42 @@ def finish_job(job: Job) -> None:
 
 
 def page_rows(path: Path, geom: str, arguments: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The page of written rows the call's offset/limit ask for, and its ``page`` record."""
+    """The page of written rows the call's offset/limit ask for, and its ``page`` record (a folder's rows
+    in listing order); only the page's rows are read, without geometries."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
-    _, window = page(range(table.num_rows), arguments)
-    frame = table.drop_columns([geom]).slice(window["offset"], window["returned"]).to_pandas()
+    from mapsmith_sedona.spark_parts import is_folder
+
+    files = _parts_of(path) if is_folder(path) else [path]
+    counts = [pq.read_metadata(f).num_rows for f in files]
+    _, window = page(range(sum(counts)), arguments)
+    start, stop, pieces, seen = window["offset"], window["offset"] + window["returned"], [], 0
+    for file, n in zip(files, counts, strict=True):
+        if seen < stop and seen + n > start:
+            columns = [c for c in pq.read_schema(file).names if c != geom]
+            table = pq.read_table(file, columns=columns)
+            pieces.append(table.slice(max(start - seen, 0), min(stop, seen + n) - max(start, seen)))
+        seen += n
+    if not pieces:
+        return [], window
+    frame = pa.concat_tables(pieces).to_pandas()
     return json.loads(frame.to_json(orient="records")), window
+
+
+def _parts_of(path: Path) -> list[Path]:
+    from mapsmith import parts
+
+    return parts.part_files(path)
+
+
+def written_rows(path: Path) -> int:
+    """Rows written at ``path`` (a file or a folder of parts), from the Parquet footers."""
+    import pyarrow.parquet as pq
+
+    from mapsmith_sedona.spark_parts import is_folder
+
+    return sum(pq.read_metadata(f).num_rows for f in (_parts_of(path) if is_folder(path) else [path]))
 
 
 def fields_as_long(df: Any, fields: list[str]) -> Any:

@@ -5,6 +5,11 @@ lazily, reused by every run, and stopped when the process exits. The master is
 ``MAPSMITH_SPARK_MASTER`` (``local[*]`` by default; ``spark://host:7077`` or ``k8s://...`` for a
 cluster), read from the service's environment on the first run; later runs get the same session.
 
+On a cluster the session also waits for its executors and proves they run Sedona's functions
+(``spark_executors``) before the first run; the driver binds to 127.0.0.1 when the master is on this
+machine's loopback. Spark's web UI (with its monitoring REST API) is off unless ``MAPSMITH_SPARK_UI=1``:
+MapSmith reads what it records from the driver, and a server must not open ports nobody asked for.
+
 Only pyspark and Sedona's jars are used: Sedona's SQL extension registers every ``ST_*`` function
 and the ``geoparquet`` data source inside the JVM, so the ``sedona`` Python package is not imported.
 The JVM's standard output is sent to standard error, because the MCP server speaks on standard output.
@@ -28,6 +33,8 @@ DEFAULT_MASTER = "local[*]"
 # The driver's JVM heap (Spark's spark.driver.memory, e.g. "8g"). Spark's default, 1g, is too small for
 # tens of millions of points in local mode, where the driver does all the work; unset keeps Spark's.
 DRIVER_MEMORY_ENV = "MAPSMITH_SPARK_DRIVER_MEMORY"
+UI_ENV = "MAPSMITH_SPARK_UI"
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,7 @@ class Session:
     master: str
     jars: tuple[str, ...]
     start_seconds: float
+    executor_wait_seconds: float = 0.0  # part of start_seconds: waiting for a cluster's executors
 
 
 _lock = threading.Lock()
@@ -88,11 +96,36 @@ def driver_memory_of(environ: Mapping[str, str]) -> str | None:
     return value
 
 
+def ui_enabled_of(environ: Mapping[str, str]) -> bool:
+    """Spark's web UI (port 4040 and up): on only when MAPSMITH_SPARK_UI=1."""
+    value = (environ.get(UI_ENV) or "").strip()
+    if value in ("0", "1"):
+        return value == "1"
+    if value:
+        raise EngineError(
+            f"{UI_ENV}={value!r} is neither 1 nor 0",
+            code="SPARK_UI_SETTING_INVALID",
+            evidence={"variable": UI_ENV, "value": value},
+            hint=f"set {UI_ENV}=1 to start Spark's web UI, {UI_ENV}=0 or nothing not to",
+        )
+    return False
+
+
+def master_on_loopback(master: str) -> bool:
+    """spark://127.0.0.1:7077 or spark://localhost:7077 (every host of an HA list on this machine)."""
+    if not master.startswith("spark://"):
+        return False
+    hosts = [h.strip().rsplit(":", 1)[0] for h in master[len("spark://") :].split(",")]
+    return all(h in _LOOPBACK_HOSTS for h in hosts)
+
+
 def _start(master: str, environ: Mapping[str, str]) -> Session:
-    from mapsmith_sedona import SPARK_FIX, spark_problem
+    from mapsmith_sedona import SPARK_FIX, spark_executors, spark_problem
     from mapsmith_sedona.jars import find_jars
 
     driver_memory = driver_memory_of(environ)  # a bad setting is refused before anything starts
+    ui = ui_enabled_of(environ)
+    wanted_executors = spark_executors.min_executors_of(environ, master)
 
     problem = spark_problem(environ)
     if problem is not None:
@@ -116,18 +149,22 @@ def _start(master: str, environ: Mapping[str, str]) -> Session:
         .set("spark.sql.extensions", "org.apache.sedona.sql.SedonaSqlExtensions")
         .set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
         .set("spark.kryo.registrator", "org.apache.sedona.core.serde.SedonaKryoRegistrator")
-        .set("spark.ui.enabled", "false")
+        .set("spark.ui.enabled", "true" if ui else "false")
         .set("spark.ui.showConsoleProgress", "false")  # its progress bar is for terminals; MCP gets ctx.progress
         .set("spark.sql.session.timeZone", "UTC")
     )
     if driver_memory:
         conf.set("spark.driver.memory", driver_memory)  # read by spark-submit when the JVM starts
-    if master.startswith("local"):
-        # A laptop's host name may not resolve; local mode never needs another host to reach it.
+    if spark_executors.is_local(master) or master_on_loopback(master):
+        # A laptop's host name may not resolve; local mode, and executors on this machine's loopback, never
+        # need another host to reach the driver.
         conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
+    if spark_executors.is_local(master):
         # Spark's 200 shuffle partitions are sized for clusters; on one machine they are mostly empty tasks.
         conf.set("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
     t0 = time.perf_counter()
+    context: Any = None
+    spark: Any = None
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stdout": 2})  # the JVM's stdout onto our stderr
         context = SparkContext(conf=conf, gateway=gateway)
@@ -135,6 +172,7 @@ def _start(master: str, environ: Mapping[str, str]) -> Session:
         spark = SparkSession(context)
         spark.sql("SELECT ST_Point(0.0, 0.0)").collect()  # fails here, not mid-run, if the jars do not load
     except Exception as exc:
+        _stop_quietly(spark, context)
         raise EngineError(
             f"Spark with Apache Sedona did not start (master {master}): {type(exc).__name__}: {str(exc)[:500]}",
             code="SPARK_START_FAILED",
@@ -142,4 +180,22 @@ def _start(master: str, environ: Mapping[str, str]) -> Session:
             hint=f"check that {master} is reachable and that the jars match pyspark's Spark version "
             "(server_info lists the sedona stack's state); `python -m mapsmith_sedona.jars show` prints the jars",
         ) from exc
-    return Session(spark, master, tuple(jars), round(time.perf_counter() - t0, 3))
+    waited = 0.0
+    if wanted_executors:
+        try:
+            waited = spark_executors.wait_for_executors(context, wanted_executors, master)
+            spark_executors.check_sedona_on_executors(spark, spark_executors.executor_count(context), master)
+        except BaseException:
+            _stop_quietly(spark, context)  # a half-started session must not hold the cluster's cores
+            raise
+    return Session(spark, master, tuple(jars), round(time.perf_counter() - t0, 3), waited)
+
+
+def _stop_quietly(spark: Any, context: Any) -> None:
+    try:
+        if spark is not None:
+            spark.stop()
+        elif context is not None:
+            context.stop()
+    except Exception:  # the start already failed; its error is the one to report
+        pass

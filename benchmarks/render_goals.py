@@ -1,0 +1,280 @@
+"""The goal benchmark's sections of ``docs/benchmarks.md`` and ``docs/scaling.md``, from ``results/goals*.json``.
+
+Split out of ``render.py`` and ``scaling_report.py`` along the results file they read. Every figure and
+every verdict shown is read from a results file (``bench_goals.py`` wrote them with ``goal_verdicts``);
+nothing is measured, timed or recomputed here, so the page and the results cannot disagree. It must never
+read the clock or the machine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import goal_verdicts
+
+GOAL_FIELDS: dict[str, tuple[str, ...]] = {
+    "": (
+        "command",
+        "measured_at",
+        "finished",
+        "machine",
+        "code",
+        "parameters",
+        "sizes",
+        "not_run",
+        "load_average_before",
+        "load_average_after",
+    ),
+    "machine": ("nproc", "memory_gib", "python", "platform", "mapsmith_version", "engines"),
+    "code": ("commit", "uncommitted_changes"),
+    "parameters": ("operations", "polygons", "runs", "big_runs", "timeout_seconds", "memory_cap", "goal"),
+    "parameters.goal": ("time_ratio_max", "memory_ratio_max"),
+}
+VARIANT_LABELS = {
+    "geopandas": "GeoPandas",
+    "duckdb": "DuckDB Spatial",
+    "sedonadb": "SedonaDB",
+    "spark": "Spark local",
+    "spark_cluster": "Spark cluster",
+    "mapsmith_api": "MapSmith, Python API",
+    "mapsmith_mcp": "MapSmith, MCP stdio",
+    "mapsmith_api_sedona": "MapSmith on Spark, Python API",
+    "mapsmith_mcp_sedona": "MapSmith on Spark, MCP stdio",
+}
+LEVEL_LABELS = {"work": "work alone", "process": "whole process"}
+
+
+def label(variant: str) -> str:
+    return VARIANT_LABELS.get(variant, variant)
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:,.2f}"
+
+
+def _gib(mib: float) -> str:
+    return f"{mib / 1024:,.2f}"
+
+
+def _load(values: list[float] | None) -> str:
+    return " / ".join(f"{v:g}" for v in values) if values else "not recorded"
+
+
+def _outcome(text: str) -> str:
+    return text.split(" (exit")[0][:120].replace("|", "/")
+
+
+def _goal_cell(v: dict[str, Any], goal: dict[str, float]) -> str:
+    if v.get("met") is None and "time_ratio" not in v:
+        return v.get("why", "not judged")
+    if "time_ratio" not in v:
+        return f"**not met**: {v.get('why', '')}"
+    verdict = "met" if v["met"] else "**not met**"
+    return f"{v['time_ratio']:.2f}x time, {v['memory_ratio']:.2f}x memory: {verdict}"
+
+
+def _state(code: dict[str, Any]) -> str:
+    state = f"commit {code['commit']}" if code["commit"] else "an unknown commit"
+    return state + (" with uncommitted changes to the measured code" if code["uncommitted_changes"] else "")
+
+
+def _size_tables(size: dict[str, Any], goal: dict[str, float]) -> list[str]:
+    n = f"{size['points']:,}"
+    verdict_rows, detail_rows = [], []
+    for operation, op in size["operations"].items():
+        summaries = op["variants"]
+        for variant, levels in op["verdicts"].items():
+            mine = summaries[variant]
+            for level, v in levels.items():
+                field = f"median_{goal_verdicts.LEVELS[level]}"
+                against = v.get("against")
+                other = summaries.get(against, {}) if against else {}
+                verdict_rows.append(
+                    f"| `{operation}` | {label(variant)} | {LEVEL_LABELS[level]} | "
+                    + (_s(mine[field]) if field in mine else _outcome(mine.get("outcome", "not run")))
+                    + f" | {label(against) if against else 'none'} | "
+                    + (_s(other[field]) if field in other else "")
+                    + f" | {_goal_cell(v, goal)} |"
+                )
+        for variant, s in summaries.items():
+            first = s["runs_detail"][0] if s["runs_detail"] else {}
+            answer = op["answers"].get(variant)
+            same = "yes" if variant in op["agreeing"] else ("**no**" if answer else "not read")
+            if "median_seconds" in s:
+                figures = f"{_s(s['median_seconds'])} | {_s(s['median_process_seconds'])} | {_gib(s['peak_rss_mib'])}"
+            else:
+                figures = f"{_outcome(s.get('outcome', 'not run'))} | | "
+            engine = f" (ran {first['engine_ran']})" if first.get("engine_ran") else ""
+            detail_rows.append(
+                f"| `{operation}` | {op['features']:,} | {label(variant)}{engine} | {s['finished']}/{s['runs']} | "
+                f"{figures} | {answer['rows'] if answer else '':,} | {same} | {_load(first.get('load_average'))} |"
+                if answer
+                else f"| `{operation}` | {op['features']:,} | {label(variant)}{engine} | {s['finished']}/{s['runs']} | "
+                f"{figures} | | {same} | {_load(first.get('load_average'))} |"
+            )
+    inputs = ", ".join(f"{stem} {count:,}" for stem, count in size["inputs"].items())
+    return [
+        f"### {n} points",
+        "",
+        f"Inputs (features): {inputs}; generated in {size['generate_seconds']:,.1f} s. Load average at the size's "
+        f"start {_load(size['load_average_at_start'])}.",
+        "",
+        "| operation | MapSmith | timed | MapSmith (s) | fastest raw engine | its time (s) | goal |",
+        "|---|---|---|---:|---|---:|---|",
+        *verdict_rows,
+        "",
+        "| operation | features | who | runs finished | work median (s) | whole process median (s) | peak memory "
+        "(GiB) | rows out | same answer | load average 1/5/15 at the first run's start |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---|---|",
+        *detail_rows,
+        "",
+        *_manifest_lines(size),
+    ]
+
+
+def _manifest_lines(size: dict[str, Any]) -> list[str]:
+    """Whether each MapSmith output had its provenance manifest beside it when it was read back."""
+    missing = [
+        f"`{operation}` ({label(variant)})"
+        for operation, op in size["operations"].items()
+        for variant, written in op.get("manifests_written", {}).items()
+        if not written
+    ]
+    checked = sum(len(op.get("manifests_written", {})) for op in size["operations"].values())
+    if not checked:
+        return []
+    if missing:
+        return [f"MapSmith outputs without a provenance manifest beside them: {', '.join(missing)}.", ""]
+    return [f"Every MapSmith output read back ({checked}) had its provenance manifest beside it.", ""]
+
+
+def goals_section(
+    r: dict[str, Any], title: str = "Goals: each operation through MapSmith against the engines"
+) -> list[str]:
+    p, m, goal = r["parameters"], r["machine"], r["parameters"]["goal"]
+    cap = p.get("memory_cap")
+    lines = [
+        f"## {title}",
+        "",
+        f"Issue 22's goal: through MapSmith, checks, digests and manifest included, an operation takes at most "
+        f"{goal['time_ratio_max']:g}x the time and {goal['memory_ratio_max']:g}x the peak memory of the fastest raw "
+        "engine doing the same file-to-file work alone (GeoParquet in and out), in the same run. Every engine and "
+        "MapSmith (the Python API, and `python -m mapsmith` over stdio through the MCP SDK's client) ran each "
+        f"operation in fresh processes, interleaved: {p['runs']} runs per variant below "
+        f"{p.get('big_from_points', 10_000_000):,} points, {p['big_runs']} from there. Each is timed twice: the work "
+        "alone (inputs read to output written; imports and `MapSmith()` before the clock) and the whole process "
+        "(spawn to exit, start-up included). Peak memory is the process's peak RSS plus that of every process it "
+        "started (a Spark JVM, the MCP server and its sandbox worker; for MCP the client's own is left out) and "
+        "of the application's Spark executors on a cluster: a sum of peaks. The fastest engine is the fastest "
+        "whose output agreed: the same rows, the same digest of the sorted key columns, and the same measure "
+        "(an area or coordinate sum) within a relative "
+        f"{p.get('measure_relative_tolerance', 1e-6):g}. Times are medians; memory is the largest peak.",
+        "",
+        "The machine was shared with other work while this ran, so the figures are noisy and the ratios can "
+        "swing either way: the load average at each variant's first run is in the second table of each size. "
+        f"Load average (1/5/15 min) before the whole run {_load(r['load_average_before'])}, after "
+        f"{_load(r['load_average_after'])}.",
+        "",
+    ]
+    if cap:
+        lines += [
+            f"Every run was started under a {cap['size']} memory cap ({cap['method']}: {cap['enforces']}). A run the "
+            "cap stopped is recorded as such. Peak RSS counts shared-library pages another process brought into "
+            "memory first, which the kernel charges to that process's group, so a run can show a peak above the "
+            "cap and still finish.",
+            "",
+        ]
+    if not r["finished"]:
+        lines += ["This run did not finish every size and operation; what it measured is shown.", ""]
+    for size in r["sizes"]:
+        lines += _size_tables(size, goal)
+    notes = [f"{label(e)}: {why}" for e, why in r["not_run"].items()]
+    if notes:
+        lines += ["Not run: " + "; ".join(notes) + ".", ""]
+    lines += [
+        f"Machine: {m['nproc']} CPUs, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}; "
+        + ", ".join(f"{k} {v}" for k, v in m["engines"].items())
+        + f". MapSmith {m['mapsmith_version']}, {_state(r['code'])}; measured {r['measured_at']}.",
+        "",
+        f"Produced by `{r['command']}`. To measure the whole set on a quiet machine: "
+        "`python benchmarks/bench_goals.py --preset all` (1, 10 and 30 million points, then 30 million under an "
+        "8 GiB cap; `--eta` prints what each size will take first).",
+        "",
+    ]
+    probe = r.get("memory_cap_probe")
+    if probe:
+        lines += [
+            "Memory caps tried on this machine: "
+            + "; ".join(
+                f"{method} {'works' if v['works'] else 'does not work'} ({v['why']})" for method, v in probe.items()
+            )
+            + ". `systemd-run` needs systemd as PID 1 and is not tried.",
+            "",
+        ]
+    return lines
+
+
+def goals_scaling_section(
+    r: dict[str, Any] | None, cluster: dict[str, Any] | None, more: tuple[dict[str, Any], ...] = ()
+) -> list[str]:
+    """docs/scaling.md's tables: MapSmith against the fastest engine per size (``r``, then the runs in
+    ``more``, each at other sizes), and the 100M cluster run."""
+    lines = ["## MapSmith against the engines at each size", ""]
+    if r is None:
+        lines += ["No goal run is committed yet: `python benchmarks/bench_goals.py --preset all`.", ""]
+    else:
+        lines += _scaling_rows(r)
+    for extra in more:
+        lines += _scaling_rows(extra)
+    lines += ["## 100 million points on a Spark standalone cluster", ""]
+    if cluster is None:
+        lines += [
+            "Not run yet. The command generates the points as a partitioned GeoParquet folder (one part of "
+            "1,000,000 rows at a time, so the generator holds one part in memory), then runs `spatial_join` and "
+            "`count_in_polygons` through MapSmith's sedona stack on the cluster named by "
+            "`MAPSMITH_SPARK_MASTER`, beside DuckDB, SedonaDB and Spark alone on the same parts:",
+            "",
+            "    MAPSMITH_SPARK_MASTER=spark://127.0.0.1:7077 python benchmarks/bench_goals.py --preset cluster-100m",
+            "",
+            "Its time, memory and the projected cluster cost below are then redone from "
+            "`benchmarks/results/goals_cluster.json`.",
+            "",
+        ]
+        return lines
+    return [*lines, *goals_section(cluster, title="The 100-million-point run")[2:]]
+
+
+def _scaling_rows(r: dict[str, Any]) -> list[str]:
+    lines = [
+        f"From the goal run measured {r['measured_at']} (`bench_goals.py`; `docs/benchmarks.md` shows every "
+        "variant): for each operation and size, the fastest raw engine and MapSmith's Python API, the work alone.",
+        "",
+        "| points | operation | fastest engine | its time (s) | its peak (GiB) | MapSmith (s) | MapSmith peak (GiB) | "
+        "goal |",
+        "|---:|---|---|---:|---:|---:|---:|---|",
+    ]
+    goal = r["parameters"]["goal"]
+    for size in r["sizes"]:
+        for operation, op in size["operations"].items():
+            v = op["verdicts"].get("mapsmith_api", {}).get("work")
+            if v is None:
+                continue
+            mine = op["variants"]["mapsmith_api"]
+            other = op["variants"].get(v.get("against") or "", {})
+            lines.append(
+                f"| {size['points']:,} | `{operation}` | {label(v['against']) if v.get('against') else 'none'} | "
+                + (f"{_s(other['median_seconds'])} | {_gib(other['peak_rss_mib'])} | " if other else " | | ")
+                + (
+                    f"{_s(mine['median_seconds'])} | {_gib(mine['peak_rss_mib'])} | "
+                    if "median_seconds" in mine
+                    else f"{_outcome(mine.get('outcome', 'not run'))} | | "
+                )
+                + f"{_goal_cell(v, goal)} |"
+            )
+    return [
+        *lines,
+        "",
+        f"Measured {r['measured_at']}, {_state(r['code'])}, on a shared machine (load average "
+        f"{_load(r['load_average_before'])} before the run).",
+        "",
+    ]

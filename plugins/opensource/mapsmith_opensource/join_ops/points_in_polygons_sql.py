@@ -1,0 +1,245 @@
+"""count_in_polygons and summarize_points_in_polygons aggregated inside a SQL engine (SedonaDB or DuckDB).
+
+One query per run reads the points from their GeoParquet file, matches them with the polygons and
+aggregates the matches twice in one pass -- ``GROUP BY GROUPING SETS ((polygon), (point))`` -- so what
+comes back is one row per polygon (its count and statistics) and one row of facts about the points (how
+many, how many without geometry, invalid or without a value, how many counted, in several polygons,
+inside polygons that overlap). No (polygon, point) pair and no point reaches Python, and the points'
+validity is counted by the same query that matches them. The SQL is the dialect DuckDB and SedonaDB
+(DataFusion) share; each engine supplies its own two relations (``points`` and ``zones`` below).
+
+The statistics are points_in_polygons.write_summary's, from per-polygon aggregates instead of pairs:
+this module must never compute one differently from the GeoPandas engine (nulls and NaN left out and
+counted, sum and count 0 over no values, mean/min/max empty), nor count a point twice without saying so.
+weighted_mean is not computed here (its refusals of negative or infinite weights live in
+aggregation.weighted_mean_by_group, which works on pairs): a run asking for it takes the pairs path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import numpy as np
+
+    from mapsmith.runner import RunContext
+
+# The key of the one row of facts about the points (polygon rows are numbered from 0), and of the
+# group of points that met no polygon in the (polygon) grouping set, which is not a polygon.
+POINT_FACTS = -1
+NO_POLYGON = -2
+
+
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def as_double(name: str | None) -> str:
+    """A field as DOUBLE with NaN as null (pandas' isna counts both), or NULL when there is no field."""
+    if name is None:
+        return "CAST(NULL AS DOUBLE)"
+    return f"CASE WHEN isnan(CAST({quote(name)} AS DOUBLE)) THEN NULL ELSE CAST({quote(name)} AS DOUBLE) END"
+
+
+def point_flags(geometry: str) -> str:
+    """The per-point columns the aggregate reads, from a geometry expression: ``missing`` (null or
+    empty) and ``bad`` (present but not valid), each 0 or 1."""
+    g = geometry
+    # Each geometry function appears once: SedonaDB 0.5 (DataFusion) pulls a repeated call out as a common
+    # subexpression and loses the column's geometry type on the way ("st_isempty(binary): No kernel
+    # matching arguments"). An empty geometry is valid and a null one's validity is null, counted as 0.
+    return (
+        f"CASE WHEN {g} IS NULL OR ST_IsEmpty({g}) THEN 1 ELSE 0 END AS missing, "
+        f"CASE WHEN NOT ST_IsValid({g}) THEN 1 ELSE 0 END AS bad"
+    )
+
+
+def aggregate_sql(points: str, zones: str) -> str:
+    """The one query. ``points`` has columns id (distinct per point), g, v (the value or null), missing and
+    bad (0/1, see point_flags); ``zones`` has n (the polygon's row, from 0) and g.
+
+    In the (polygon) grouping set the point id is null and in the (point) set the polygon row is: point
+    ids are never null, so ``j IS NULL`` tells the two sets apart without GROUPING(), which DataFusion
+    and DuckDB name differently. ``inside`` (the point in the polygon's interior) tells a point inside
+    polygons that overlap from one on a boundary they share (points_in_polygons.pair_counts gives the rule).
+    """
+    key = f"CASE WHEN j IS NULL THEN coalesce(i, {NO_POLYGON}) ELSE {POINT_FACTS} END"
+    return (
+        "WITH pairs AS ("
+        "SELECT p.id AS j, t.n AS i, p.v AS v, p.missing AS missing, p.bad AS bad, "
+        "CASE WHEN p.v IS NULL THEN 1 ELSE 0 END AS vnull, "
+        "CASE WHEN t.n IS NULL THEN false ELSE ST_Contains(t.g, p.g) END AS inside "
+        f"FROM {points} AS p LEFT JOIN {zones} AS t ON ST_Intersects(t.g, p.g)"
+        "), g AS ("
+        "SELECT i, j, count(i) AS times, bool_or(inside) AS interior, max(missing) AS missing, max(bad) AS bad, "
+        "max(vnull) AS vnull, count(v) AS nv, sum(v) AS sv, min(v) AS mn, max(v) AS mx, avg(v) AS av, "
+        "count(i) FILTER (WHERE v IS NULL) AS nulls "
+        "FROM pairs GROUP BY GROUPING SETS ((i), (j))"
+        ") "
+        f"SELECT {key} AS k, sum(times) AS times, sum(nv) AS nv, sum(sv) AS sv, min(mn) AS mn, max(mx) AS mx, "
+        "max(av) AS av, sum(nulls) AS nulls, count(*) AS points, count(*) FILTER (WHERE times > 0) AS counted, "
+        "count(*) FILTER (WHERE times > 1) AS several, count(*) FILTER (WHERE times > 1 AND interior) AS overlapping, "
+        "sum(missing) AS missing, sum(bad) AS bad, sum(vnull) AS vnull "
+        f"FROM g GROUP BY {key}"
+    )
+
+
+def points_scan_sql(table: str, geometry: str, value: str) -> str:
+    """The point facts alone, for a run with no polygon to match (an empty polygons layer), read from the
+    table as the engine opened it (point_flags' rules; each geometry function once, as there)."""
+    g = geometry
+    return (
+        f"SELECT count(*) AS points, count(*) FILTER (WHERE {g} IS NULL OR ST_IsEmpty({g})) AS missing, "
+        f"count(*) FILTER (WHERE NOT ST_IsValid({g})) AS bad, "
+        f"count(*) FILTER (WHERE ({value}) IS NULL) AS vnull FROM {table}"
+    )
+
+
+@dataclass
+class PointFacts:
+    rows: int
+    missing: int  # null or empty geometries
+    invalid: int
+    null_values: int  # points whose value is null (or NaN)
+
+
+@dataclass
+class Aggregated:
+    """What the query returned: per polygon (arrays of the polygons' length, NaN where a polygon has no
+    value), the point facts and the counts every engine reports (points_in_polygons.pair_counts' keys)."""
+
+    point_count: np.ndarray  # int64
+    statistics: dict[str, np.ndarray]  # "count", "sum", "min", "max", "mean" over non-null values
+    null_count: np.ndarray  # int64: pairs whose point has no value
+    facts: PointFacts
+    counts: dict[str, int]
+
+
+def _int(value: Any) -> int:
+    return 0 if value is None else int(value)
+
+
+def read_aggregated(table: Any, polygons: int) -> Aggregated:
+    """The query's Arrow table (polygon rows and the facts row) as per-polygon arrays and counts."""
+    import numpy as np
+
+    data = table.to_pydict()
+    keys = [int(k) for k in data["k"]]
+    point_count = np.zeros(polygons, dtype=np.int64)
+    null_count = np.zeros(polygons, dtype=np.int64)
+    stats = {name: np.full(polygons, np.nan) for name in ("count", "sum", "min", "max", "mean")}
+    facts_row: int | None = None
+    for row, k in enumerate(keys):
+        if k == POINT_FACTS:
+            facts_row = row
+            continue
+        if k < 0:  # the points that met no polygon, grouped by a null polygon row
+            continue
+        point_count[k] = _int(data["times"][row])
+        null_count[k] = _int(data["nulls"][row])
+        for name, column in (("count", "nv"), ("sum", "sv"), ("min", "mn"), ("max", "mx"), ("mean", "av")):
+            value = data[column][row]
+            stats[name][k] = np.nan if value is None else float(value)
+    if facts_row is None:  # no point at all
+        facts = PointFacts(0, 0, 0, 0)
+        counted = several = overlapping = 0
+    else:
+        r = facts_row
+        facts = PointFacts(
+            _int(data["points"][r]), _int(data["missing"][r]), _int(data["bad"][r]), _int(data["vnull"][r])
+        )
+        counted, several, overlapping = (_int(data[c][r]) for c in ("counted", "several", "overlapping"))
+    counts = {
+        "polygons": polygons,
+        "points": facts.rows,
+        "points_counted": counted,
+        "points_in_no_polygon": facts.rows - counted,
+        "points_without_geometry": facts.missing,
+        "points_in_several_polygons": several,
+        "points_in_overlapping_polygons": overlapping,
+        "points_on_shared_boundaries": several - overlapping,
+        "polygons_with_no_points": int((point_count == 0).sum()),
+    }
+    return Aggregated(point_count, stats, null_count, facts, counts)
+
+
+def read_point_facts(table: Any, polygons: int) -> Aggregated:
+    """points_scan_sql's one row, for a run with no polygon: nothing counted anywhere."""
+    import numpy as np
+
+    row = {k: v[0] for k, v in table.to_pydict().items()}
+    facts = PointFacts(_int(row["points"]), _int(row["missing"]), _int(row["bad"]), _int(row["vnull"]))
+    counts = {
+        "polygons": polygons,
+        "points": facts.rows,
+        "points_counted": 0,
+        "points_in_no_polygon": facts.rows,
+        "points_without_geometry": facts.missing,
+        "points_in_several_polygons": 0,
+        "points_in_overlapping_polygons": 0,
+        "points_on_shared_boundaries": 0,
+        "polygons_with_no_points": polygons,
+    }
+    stats = {name: np.full(polygons, np.nan) for name in ("count", "sum", "min", "max", "mean")}
+    zeros = np.zeros(polygons, dtype=np.int64)
+    return Aggregated(zeros, stats, zeros.copy(), facts, counts)
+
+
+def points_file_problem(ctx: RunContext, value_field: str | None, engine: str) -> str | None:
+    """Why ``engine`` cannot read points_path itself and give the GeoPandas engine's answer (None: it can)."""
+    import json
+
+    import pyarrow.parquet as pq
+    import pyarrow.types as t
+
+    from mapsmith_opensource import io
+
+    path = ctx.paths["points_path"]
+    if not io.is_parquet(path):
+        return f"points_path is {ctx.inputs['points_path'].driver}, not GeoParquet, which {engine} reads directly"
+    schema = pq.read_schema(path)
+    meta = schema.metadata or {}
+    geo = json.loads(meta.get(b"geo") or b"{}")
+    columns = geo.get("columns", {})
+    if len(columns) != 1:
+        return f"points_path has {len(columns)} geometry columns; the direct path reads layers with one"
+    primary = str(geo.get("primary_column", ""))
+    if columns.get(primary, {}).get("encoding") != "WKB":
+        return f"points_path stores its geometries as {columns.get(primary, {}).get('encoding')!r}, not WKB"
+    if value_field is None:
+        return None
+    index = {str(i) for i in json.loads(meta.get(b"pandas") or b"{}").get("index_columns", []) if isinstance(i, str)}
+    # summarize_points_in_polygons' weight_field is read beside the value, and must pass the same tests
+    for name in (value_field, ctx.arguments.get("weight_field")):
+        if name is None:
+            continue
+        where = schema.get_field_index(name)
+        if where < 0 or name == primary or name in index:
+            return f"points_path has no field {name!r} (the GeoPandas engine's code gives the refusal)"
+        kind = schema.field(where).type
+        if not (t.is_integer(kind) or t.is_floating(kind)):
+            return f"field {name!r} is {kind}, not integers or floats (the GeoPandas engine's code decides)"
+    return None
+
+
+def first_invalid_points(path: Path, geometry: str, limit: int = 50) -> list[tuple[int, str]]:
+    """The first invalid points with GEOS's reason, by file position, read in batches (only when the
+    query counted some invalid: neither engine gives GEOS's reason)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    import shapely
+
+    found: list[tuple[int, str]] = []
+    offset = 0
+    for batch in pq.ParquetFile(path).iter_batches(columns=[geometry], batch_size=65_536):
+        geoms = shapely.from_wkb(batch.column(0).to_numpy(zero_copy_only=False))
+        bad = ~(shapely.is_missing(geoms) | shapely.is_empty(geoms)) & ~shapely.is_valid(geoms)
+        for i in np.flatnonzero(bad):
+            found.append((offset + int(i), str(shapely.is_valid_reason(geoms[i]))))
+            if len(found) == limit:
+                return found
+        offset += batch.num_rows
+    return found

@@ -1,0 +1,344 @@
+"""The goal benchmark's arithmetic, answer checks, memory cap and data, against values worked out by hand.
+
+``benchmarks/bench_goals.py`` decides "goal met" from recorded figures (``goal_verdicts``), compares outputs
+by a digest of their sorted keys (``output_answer``), caps memory (``memory_cap``) and generates its data in
+chunks (``scale_data``). None of it is timed here: the committed results are checked for consistency with
+their own runs, and the pages for equality with their renderers.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCHMARKS = REPO / "benchmarks"
+if str(BENCHMARKS) not in sys.path:
+    sys.path.insert(0, str(BENCHMARKS))
+
+import bench_goals  # noqa: E402
+import goal_ops  # noqa: E402
+import goal_verdicts  # noqa: E402
+import memory_cap  # noqa: E402
+import render_goals  # noqa: E402
+import scale_data  # noqa: E402
+
+
+def _run(seconds: float, process: float, peak: float) -> dict[str, Any]:
+    return {"outcome": "finished", "seconds": seconds, "process_seconds": process, "peak_rss_mib": peak}
+
+
+# -- verdicts ------------------------------------------------------------------------------------
+
+
+def test_summary_is_medians_of_finished_runs_and_the_largest_peak() -> None:
+    runs = [_run(2.0, 3.0, 100.0), _run(4.0, 5.0, 300.0), {"outcome": "ran out of memory (exit -9): x"}]
+    s = goal_verdicts.summarize(runs)
+    # medians of (2, 4) and (3, 5); the peak of the two finished runs; the failure kept
+    assert s == {
+        "runs": 3,
+        "finished": 2,
+        "outcome": "ran out of memory (exit -9): x",
+        "median_seconds": 3.0,
+        "median_process_seconds": 4.0,
+        "peak_rss_mib": 300.0,
+    }
+
+
+SUMMARIES = {
+    "duckdb": {"median_seconds": 2.0, "median_process_seconds": 3.0, "peak_rss_mib": 200.0},
+    "sedonadb": {"median_seconds": 1.6, "median_process_seconds": 3.5, "peak_rss_mib": 400.0},
+    "mapsmith_api": {"median_seconds": 2.0, "median_process_seconds": 4.0, "peak_rss_mib": 500.0},
+}
+
+
+def test_verdict_against_the_fastest_engine_at_each_level() -> None:
+    agreeing = set(SUMMARIES)
+    work = goal_verdicts.verdict(SUMMARIES, agreeing, "mapsmith_api", "work")
+    # fastest work: SedonaDB 1.6 s; 2.0 / 1.6 = 1.25 (on the limit), 500 / 400 = 1.25 memory
+    assert work == {"against": "sedonadb", "time_ratio": 1.25, "memory_ratio": 1.25, "met": True}
+    process = goal_verdicts.verdict(SUMMARIES, agreeing, "mapsmith_api", "process")
+    # fastest whole process: DuckDB 3.0 s; 4.0 / 3.0 = 1.333, 500 / 200 = 2.5
+    assert process == {"against": "duckdb", "time_ratio": 1.333, "memory_ratio": 2.5, "met": False}
+
+
+def test_an_engine_with_another_answer_is_not_the_yardstick() -> None:
+    # SedonaDB is fastest but disagreed: DuckDB is the engine doing the same work; 2.0 / 2.0, 500 / 200
+    v = goal_verdicts.verdict(SUMMARIES, {"duckdb", "mapsmith_api"}, "mapsmith_api", "work")
+    assert v == {"against": "duckdb", "time_ratio": 1.0, "memory_ratio": 2.5, "met": False}
+
+
+def test_mapsmith_not_finishing_or_disagreeing_never_meets_the_goal() -> None:
+    summaries = {**SUMMARIES, "mapsmith_api": {"outcome": "failed"}}
+    assert goal_verdicts.verdict(summaries, set(SUMMARIES), "mapsmith_api", "work") == {
+        "against": "sedonadb",
+        "met": False,
+        "why": "MapSmith did not finish",
+    }
+    v = goal_verdicts.verdict(SUMMARIES, {"duckdb", "sedonadb"}, "mapsmith_api", "work")
+    assert v["met"] is False and v["why"] == "MapSmith's answer differed from the engines'"
+    none = goal_verdicts.verdict({"mapsmith_api": SUMMARIES["mapsmith_api"]}, {"mapsmith_api"}, "mapsmith_api", "work")
+    assert none == {"against": None, "met": None, "why": "no raw engine finished with the same answer"}
+
+
+def test_agreement_is_the_majority_answer_with_a_measure_tolerance() -> None:
+    same = {"rows": 3, "keys_sha256_16": "aa", "measure": 100.0}
+    answers = {
+        "duckdb": same,
+        "geopandas": {**same, "measure": 100.00005},  # 5e-7 relative: within 1e-6
+        "sedonadb": {**same, "measure": 100.001},  # 1e-5 relative: outside
+        "mapsmith_api": same,
+        "spark": {"rows": 3, "keys_sha256_16": "bb", "measure": 100.0},  # other keys
+    }
+    agreeing, all_same = goal_verdicts.agreeing_variants(answers, 1e-6)
+    assert agreeing == {"duckdb", "geopandas", "mapsmith_api"} and all_same is False
+    # clean twin: the same answers without the two outliers all agree
+    clean = {k: v for k, v in answers.items() if k in ("duckdb", "geopandas", "mapsmith_api")}
+    assert goal_verdicts.agreeing_variants(clean, 1e-6) == ({"duckdb", "geopandas", "mapsmith_api"}, True)
+
+
+# -- reading outputs back --------------------------------------------------------------------------
+
+
+def _frame(rows: list[tuple[int | None, int, float]]) -> Any:
+    import geopandas as gpd
+    import shapely
+
+    return gpd.GeoDataFrame(
+        {"point_id": [r[0] for r in rows], "zone_id": [r[1] for r in rows]},
+        geometry=[shapely.box(0, 0, r[2], r[2]) for r in rows],
+        crs="EPSG:32610",
+    )
+
+
+def _op(measure: str | None) -> goal_ops.GoalOp:
+    return goal_ops.GoalOp("t", ("points",), {}, {}, lambda f: None, keys=("point_id", "zone_id"), measure=measure)
+
+
+def test_output_answer_digests_sorted_keys_and_sums_the_measure(tmp_path: Path) -> None:
+    _frame([(2, 5, 1.0), (1, 7, 2.0), (1, 3, 1.0)]).to_parquet(tmp_path / "a.parquet", index=False)
+    expected = hashlib.sha256(np.array([[1, 3], [1, 7], [2, 5]], dtype=np.int64).tobytes()).hexdigest()[:16]
+    answer = bench_goals.output_answer(tmp_path / "a.parquet", _op("sum(ST_Area(geometry))"))
+    assert answer == {"rows": 3, "keys_sha256_16": expected, "measure": 6.0}  # areas 1 + 4 + 1
+
+
+def test_a_folder_of_parts_answers_like_one_file(tmp_path: Path) -> None:
+    one = tmp_path / "one.parquet"
+    _frame([(2, 5, 1.0), (1, 7, 2.0), (1, 3, 1.0)]).to_parquet(one, index=False)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    _frame([(1, 7, 2.0)]).to_parquet(parts / "part-0.parquet", index=False)
+    _frame([(2, 5, 1.0), (1, 3, 1.0)]).to_parquet(parts / "part-1.parquet", index=False)
+    (parts / "_SUCCESS").write_text("")
+    op = _op("sum(ST_Area(geometry))")
+    assert bench_goals.output_answer(parts, op) == bench_goals.output_answer(one, op)
+
+
+def test_a_null_key_reads_as_minus_one(tmp_path: Path) -> None:
+    _frame([(None, 5, 1.0), (4, 2, 1.0)]).to_parquet(tmp_path / "n.parquet", index=False)
+    expected = hashlib.sha256(np.array([[-1, 5], [4, 2]], dtype=np.int64).tobytes()).hexdigest()[:16]
+    assert bench_goals.output_answer(tmp_path / "n.parquet", _op(None))["keys_sha256_16"] == expected
+
+
+# -- the memory cap --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("8G", 8 * 2**30), ("8GiB", 8 * 2**30), ("512M", 512 * 2**20), ("1.5g", 3 * 2**29), ("4096", 4096)],
+)
+def test_parse_size(text: str, size: int) -> None:
+    assert memory_cap.parse_size(text) == size
+
+
+def test_prlimit_wraps_the_command_and_says_what_it_caps() -> None:
+    cap = memory_cap.MemoryCap("8G", "prlimit")
+    assert cap.command(["python", "x.py"]) == ["prlimit", f"--as={8 * 2**30}", "--", "python", "x.py"]
+    assert "virtual address space" in cap.describe()["enforces"]
+    with pytest.raises(ValueError, match="unknown memory cap method"):
+        memory_cap.MemoryCap("8G", "ulimit")
+
+
+def _cgroup_v1_writable() -> bool:
+    return os.geteuid() == 0 and os.access(memory_cap.V1_ROOT, os.W_OK)
+
+
+@pytest.mark.skipif(not _cgroup_v1_writable(), reason="needs root and cgroup v1's memory controller")
+def test_cgroup_cap_kills_a_run_over_it_and_spares_one_under_it() -> None:
+    import subprocess
+
+    def touch(mib: int) -> tuple[int, bool]:
+        cap = memory_cap.MemoryCap("96M", "cgroup-v1")
+        cap.prepare()
+        code = memory_cap._TOUCH.format(n=mib * 2**20)
+        try:
+            done = subprocess.run([sys.executable, "-c", code], capture_output=True, preexec_fn=cap.enter, timeout=60)
+            return done.returncode, cap.oom_killed()
+        finally:
+            cap.release()
+
+    assert touch(256) == (-9, True)  # 256 MiB touched under 96 MiB: the OOM killer ends it
+    assert touch(8) == (0, False)  # the clean twin: 8 MiB under the same cap finishes
+
+
+# -- the data ----------------------------------------------------------------------------------------
+
+
+def test_parts_hold_the_same_points_as_one_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.dataset as ds
+
+    monkeypatch.setattr(scale_data, "CHUNK", 1000)
+    parts = scale_data.make_points_parts(tmp_path / "points.parquet", 2500)
+    assert [p.name for p in parts] == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    counts = [ds.dataset(str(p)).count_rows() for p in parts]
+    assert counts == [1000, 1000, 500]
+    scale_data.make_points(tmp_path / "one.parquet", 2500)
+    folder = ds.dataset(str(tmp_path / "points.parquet")).to_table().sort_by("point_id")
+    one = ds.dataset(str(tmp_path / "one.parquet")).to_table().sort_by("point_id")
+    assert folder.column("point_id").to_pylist() == list(range(2500))
+    assert folder.equals(one)
+    assert not list((tmp_path / "points.parquet").glob(".*partial"))
+
+
+def test_parcel_grid_and_bands(tmp_path: Path) -> None:
+    import geopandas as gpd
+
+    # 100 parcels: 10 per row over the 200 km wide extent, 20 km squares
+    assert scale_data.parcel_grid(100) == (10, 20_000.0)
+    scale_data.make_parcels(tmp_path / "p.parquet", 95)  # 95 -> ceil(sqrt(95)) = 10 per row, 10 rows (last short)
+    parcels = gpd.read_parquet(tmp_path / "p.parquet")
+    assert len(parcels) == 95
+    assert parcels.area.round(6).unique().tolist() == [20_000.0**2]
+    # 10 rows, 50 bands wanted: one row per band, so rows 0..9 are bands 0..9
+    assert sorted(parcels["band"].unique().tolist()) == list(range(10))
+
+
+# -- the harness's plan ------------------------------------------------------------------------------
+
+
+def _args(**kw: Any) -> Any:
+    import argparse
+
+    base = {
+        "engines": ["geopandas", "duckdb", "spark"],
+        "spark_operations": ["spatial_join"],
+        "mapsmith_stacks": ["opensource", "sedona"],
+        "mapsmith_paths": ["api", "mcp"],
+        "operations": ["spatial_join"],
+        "runs": 1,
+        "big_runs": 1,
+    }
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_variants_follow_the_engines_and_spark_operations() -> None:
+    names = [v[0] for v in bench_goals.variants(goal_ops.OPERATIONS["spatial_join"], _args())]
+    assert names == [
+        "geopandas",
+        "duckdb",
+        "spark",
+        "mapsmith_api",
+        "mapsmith_mcp",
+        "mapsmith_api_sedona",
+        "mapsmith_mcp_sedona",
+    ]
+    # Spark alone is left out of an operation not in --spark-operations
+    buffer = [v[0] for v in bench_goals.variants(goal_ops.OPERATIONS["buffer_layer"], _args())]
+    assert "spark" not in buffer and "duckdb" in buffer
+
+
+def test_eta_from_default_rates() -> None:
+    args = _args(engines=["duckdb"], mapsmith_stacks=["opensource"], mapsmith_paths=["api"])
+    # duckdb and MapSmith's API: each 4 s start-up + 12 s x 2 million; the generator 20 s x 2 million
+    assert bench_goals.eta_seconds(2_000_000, args, None) == pytest.approx(2 * (4 + 24) + 40)
+
+
+def test_presets_name_the_full_capped_and_cluster_runs() -> None:
+    capped = bench_goals.parse(["--preset", "capped"])
+    assert capped.memory_cap == "8G" and capped.points == "30000000"
+    assert capped.operations == "spatial_join,count_in_polygons"
+    cluster = bench_goals.parse(["--preset", "cluster-100m"])
+    assert cluster.points == "100000000" and cluster.partitioned and "spark_cluster" in cluster.engines
+    assert cluster.mapsmith_stacks == "sedona"
+
+
+# -- the committed results and the pages -------------------------------------------------------------
+
+
+def _goal_results() -> dict[str, dict[str, Any]]:
+    results = {p.stem: json.loads(p.read_text("utf-8")) for p in (BENCHMARKS / "results").glob("goals*.json")}
+    if not results:
+        pytest.skip("no goal results committed: python benchmarks/bench_goals.py --preset all")
+    return results
+
+
+def test_goal_results_have_every_field_the_pages_read() -> None:
+    import render as render_page
+
+    for name, r in _goal_results().items():
+        assert render_page.missing_fields(r, render_goals.GOAL_FIELDS) == [], name
+
+
+def test_goal_results_follow_from_their_runs() -> None:
+    """Summaries, agreement and verdicts recomputed from the recorded runs equal what was recorded."""
+    for r in _goal_results().values():
+        tolerance = r["parameters"].get("measure_relative_tolerance", goal_ops.MEASURE_RELATIVE_TOLERANCE)
+        for size in r["sizes"]:
+            for op in size["operations"].values():
+                for s in op["variants"].values():
+                    again = goal_verdicts.summarize(s["runs_detail"])
+                    assert {k: s[k] for k in again} == again
+                    for run in s["runs_detail"]:
+                        assert len(run["load_average"]) == 3
+                agreeing, same = goal_verdicts.agreeing_variants(op["answers"], tolerance)
+                assert sorted(agreeing) == op["agreeing"] and same == op["same_answer"]
+                for variant, levels in op["verdicts"].items():
+                    for level, v in levels.items():
+                        assert goal_verdicts.verdict(op["variants"], agreeing, variant, level) == v
+
+
+def test_goal_verdict_cell_on_the_page() -> None:
+    goal = {"time_ratio_max": 1.25, "memory_ratio_max": 1.5}
+    met = {"against": "sedonadb", "time_ratio": 1.25, "memory_ratio": 1.25, "met": True}
+    assert render_goals._goal_cell(met, goal) == "1.25x time, 1.25x memory: met"
+    missed = {**met, "time_ratio": 2.5, "met": False}
+    assert render_goals._goal_cell(missed, goal) == "2.50x time, 1.25x memory: **not met**"
+
+
+def test_goals_section_shows_every_verdict() -> None:
+    for name, r in _goal_results().items():
+        page = "\n".join(render_goals.goals_section(copy.deepcopy(r)))
+        for size in r["sizes"]:
+            for op in size["operations"].values():
+                for levels in op["verdicts"].values():
+                    for v in levels.values():
+                        if "time_ratio" in v:
+                            assert f"{v['time_ratio']:.2f}x time, {v['memory_ratio']:.2f}x memory" in page, name
+        assert f"`{r['command']}`" in page
+        assert str(r["code"]["commit"]) in page
+
+
+def test_a_missing_manifest_is_named_on_the_page() -> None:
+    size = {
+        "operations": {
+            "spatial_join": {"manifests_written": {"mapsmith_api": True, "mapsmith_mcp": False}},
+            "clip_layer": {"manifests_written": {"mapsmith_api": True}},
+        }
+    }
+    assert render_goals._manifest_lines(size) == [
+        "MapSmith outputs without a provenance manifest beside them: `spatial_join` (MapSmith, MCP stdio).",
+        "",
+    ]
+    size["operations"]["spatial_join"]["manifests_written"]["mapsmith_mcp"] = True  # the clean twin
+    assert render_goals._manifest_lines(size) == [
+        "Every MapSmith output read back (3) had its provenance manifest beside it.",
+        "",
+    ]
