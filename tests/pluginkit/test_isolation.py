@@ -101,8 +101,10 @@ def test_a_write_outside_the_workspace_is_refused_and_named(
     assert result.result == {"errno": errno.EROFS}
     assert not outside.exists()
     assert [a["target"] for a in result.attempts_of("write")] == [str(outside)]
-    # The sandbox's own root is read-only too: a made-up path is no loophole.
-    assert probe(what="write", path="/work/made-up.txt").result == {"errno": errno.EROFS}
+    # The sandbox's own root is read-only too, and so are the software trees: a made-up path is no loophole.
+    # (Paths that exist in every sandbox: where the checkout lives differs between machines.)
+    assert probe(what="write", path="/made-up.txt").result == {"errno": errno.EROFS}
+    assert probe(what="write", path="/usr/made-up.txt").result == {"errno": errno.EROFS}
 
 
 def test_writes_in_the_workspace_and_private_tmp_succeed(
