@@ -113,35 +113,8 @@ _descendant_peaks_mib = goal_children.descendant_peaks_mib
 
 def child_spark(spec: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
-    from pyspark.sql import SparkSession
-
-    from mapsmith_sedona.jars import find_jars
-
-    jars, problem = find_jars(os.environ)
-    if jars is None:
-        raise SystemExit(f"the Sedona jars are missing: {problem}")
     cores = len(os.sched_getaffinity(0))
-    conf = (
-        SparkConf()
-        .setMaster(f"local[{cores}]")
-        .setAppName("bench_scale")
-        .set("spark.jars", ",".join(jars))
-        .set("spark.driver.memory", spec["spark_memory"])
-        .set("spark.sql.extensions", "org.apache.sedona.sql.SedonaSqlExtensions")
-        .set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
-        .set("spark.kryo.registrator", "org.apache.sedona.core.serde.SedonaKryoRegistrator")
-        .set("spark.ui.enabled", "false")
-        .set("spark.ui.showConsoleProgress", "false")
-        .set("spark.driver.host", "127.0.0.1")
-        .set("spark.driver.bindAddress", "127.0.0.1")
-        .set("spark.sql.shuffle.partitions", str(max(2, cores)))
-    )
-    gateway = launch_gateway(conf, popen_kwargs={"stdout": 2})
-    context = SparkContext(conf=conf, gateway=gateway)
-    context.setLogLevel("ERROR")
-    spark = SparkSession(context)
+    spark = goal_children.spark_session(f"local[{cores}]", spec["spark_memory"], "bench_scale")
     spark.sql("SELECT ST_Point(0.0, 0.0)").collect()
     setup = time.perf_counter() - start
     t0 = time.perf_counter()
