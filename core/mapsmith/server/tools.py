@@ -260,9 +260,9 @@ def _service_tools() -> list[Tool]:
             name="list_operations",
             title="Find an operation",
             description="Find an operation: describe the task in query; declare only what you know for certain. "
-            "status 'choose' lists all that remain; 'ranked' the best, how many more; 'unsure' both rankers' "
-            "guesses; 'none' nothing fits; 'relaxed' produces was dropped; 'empty' which facet removed what. "
-            "'planned' won't run yet.",
+            "status 'choose' lists all that remain; 'ranked' the best, how many more; 'unsure' (thin support) "
+            "both rankers' guesses; 'none' nothing fits; 'relaxed' produces was dropped; 'empty' which facet "
+            "removed what. 'planned' won't run yet.",
             input_schema=_LIST_OPERATIONS_SCHEMA,
             annotations=_READ_ONLY,
         ),
