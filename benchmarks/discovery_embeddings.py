@@ -1,0 +1,135 @@
+"""Measure a candidate static embedding against the committed one, for docs/discovery.md.
+
+Issue 21 asked for a better static embedding if one with a clear licence is reachable from the package registries.
+WordLlama (PyPI ``wordllama``, MIT licence) is: its wheel carries a 256-dimension token-embedding table
+(``l2_supercat_256``, 16 MB) and the tokenizer, so it embeds with no download. This script ranks the query file
+with each embedding in the vector ranker (``mapsmith.catalog.vector.VectorRanker``: same passages, same centring,
+same cosine) and reports found@1 and found@3 of ``vector`` and ``fusion`` over the built-in catalogue, with the
+``none`` rules switched off so that both embeddings are judged on ranking alone (the thresholds were calibrated for
+the committed one), plus the held-out AUC of the weak-support score refitted for each embedding (how well it tells
+unanswerable requests from answerable ones). It writes ``benchmarks/results/discovery_embeddings.json``, which
+``discovery_report.py`` renders.
+
+WordLlama is not a dependency of MapSmith. Install it beside the dev environment, then run:
+
+    pip install --target /tmp/wlsite wordllama==0.4.0.post1
+    python benchmarks/discovery_embeddings.py --site /tmp/wlsite
+
+(0.4.0.post1 looks for its bundled tokenizer under ``tokenizers/`` of its cache folder, not where the wheel puts
+it; the script copies it into a private cache folder and loads with downloads disabled.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+OUTPUT = Path(__file__).resolve().parent / "results" / "discovery_embeddings.json"
+ROW_LABELS = ("nothing declared", "+ wanted output", "+ geometry type")
+
+
+def wordllama_encoder(site: str) -> tuple[Any, dict[str, str]]:
+    import importlib.metadata
+
+    import numpy as np
+
+    sys.path.append(site)  # after the dev environment: its numpy and pydantic win
+    from wordllama import WordLlama
+
+    package = Path(sys.modules["wordllama"].__file__ or "").parent
+    cache = Path(tempfile.mkdtemp(prefix="wordllama-"))
+    (cache / "tokenizers").mkdir()
+    for config in (package / "tokenizers").glob("*_tokenizer_config.json"):
+        shutil.copy(config, cache / "tokenizers" / config.name)
+    model = WordLlama.load(cache_dir=cache, disable_download=True)
+    dist = importlib.metadata.distribution("wordllama")
+
+    def encode(texts: Any) -> Any:
+        return np.asarray(model.embed(list(texts), norm=False), dtype=np.float32)
+
+    info = {
+        "name": f"WordLlama {dist.version} l2_supercat (256 dims)",
+        "licence": str(dist.metadata.get("License", "")).splitlines()[0],
+    }
+    return encode, info
+
+
+def measure(encoder: Any = None) -> dict[str, Any]:
+    import discovery_calibrate as calibrate
+    import numpy as np
+    from discovery_report import ROWS, declared_facets, load_queries, make_app
+
+    from mapsmith.catalog import search, vector
+
+    saved = vector.load, search.is_unsupported, search._out_of_scope
+    try:
+        if encoder is not None:
+            vector.load = lambda docs: vector.VectorRanker(docs, encoder)
+        search._INDEXES.clear()
+        data = load_queries()
+        app = make_app()
+        weak = calibrate.weak_rows(app, data)  # with the none rules on: the signals are computed apart
+        search.is_unsupported = lambda *args: False
+        search._out_of_scope = lambda *args: None
+        rows: dict[str, Any] = {}
+        for label, names in ROWS:
+            if label not in ROW_LABELS:
+                continue
+            rows[label] = {}
+            for engine in ("vector", "fusion"):
+                at1 = at3 = 0
+                for r in data["requests"]:
+                    answer = search.discover(app, r["request"], engine=engine, **declared_facets(r["facets"], names))
+                    got = [c["operation"] for c in answer["candidates"]]
+                    at1 += bool(got) and got[0] in r["accept"]
+                    at3 += bool(set(got[:3]) & set(r["accept"]))
+                rows[label][engine] = {"found_at_1": at1, "found_at_3": at3}
+        cal = [r for r in weak if r[2]]
+        held = [r for r in weak if not r[2]]
+        weights, bias = calibrate.fit_logistic(np.array([r[0] for r in cal]), np.array([r[1] for r in cal], float))
+
+        def score(r: Any) -> float:
+            return bias + sum(w * v for w, v in zip(weights, r[0], strict=True))
+
+        pos = np.array([score(r) for r in held if r[1] == 1])
+        neg = np.array([score(r) for r in held if r[1] == 0])
+        auc = float((pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean())
+        return {"requests": len(data["requests"]), "rows": rows, "held_out_auc": round(auc, 3)}
+    finally:
+        vector.load, search.is_unsupported, search._out_of_scope = saved
+        search._INDEXES.clear()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--site", required=True, help="a folder WordLlama was pip-installed into with --target")
+    args = parser.parse_args(argv)
+    from mapsmith.catalog.vector import MODEL_NAME
+
+    committed = {"name": MODEL_NAME, "licence": "Apache-2.0 (the model it was distilled from)", **measure()}
+    encoder, info = wordllama_encoder(args.site)
+    candidate = {**info, **measure(encoder)}
+    OUTPUT.write_text(
+        json.dumps(
+            {
+                "command": "python benchmarks/discovery_embeddings.py --site /tmp/wlsite",
+                "embeddings": [committed, candidate],
+            },
+            indent=1,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    print(json.dumps([committed, candidate], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
