@@ -227,6 +227,7 @@ def bench_operation(work: Path, points: int, op: goal_ops.GoalOp, args: argparse
                 "stack": stack,
                 "spark_master": args.spark_master if role == "spark_cluster" or stack == "sedona" else args.local,
                 "spark_memory": args.spark_memory,
+                "mapsmith_env": dict(args.mapsmith_env),
             }
             if role == "spark":
                 spec["spark_master"] = args.local
@@ -392,6 +393,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--engines", default="geopandas,duckdb,sedonadb,spark,spark_cluster")
     parser.add_argument("--mapsmith-paths", default="api,mcp", help="api, mcp or both")
     parser.add_argument("--mapsmith-stacks", default="opensource", help="opensource and/or sedona (Spark)")
+    parser.add_argument(
+        "--mapsmith-env",
+        action="append",
+        default=[],
+        type=lambda kv: tuple(kv.split("=", 1)) if "=" in kv else parser.error(f"--mapsmith-env {kv}: KEY=VALUE"),
+        help="KEY=VALUE set in MapSmith's environment (repeatable), e.g. MAPSMITH_DUCKDB_LAYER_MIN_FEATURES=0 to "
+        "force an engine when measuring a threshold",
+    )
     parser.add_argument("--spark-master", default=os.environ.get("MAPSMITH_SPARK_MASTER"))
     parser.add_argument("--spark-memory", default=DEFAULT_SPARK_MEMORY)
     parser.add_argument(

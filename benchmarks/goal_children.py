@@ -208,6 +208,7 @@ def _mapsmith_env(spec: dict[str, Any]) -> dict[str, str]:
                 "MAPSMITH_SPARK_DRIVER_MEMORY": spec["spark_memory"],
             }
         )
+    env.update(spec.get("mapsmith_env") or {})  # --mapsmith-env: e.g. a threshold forced while measuring it
     return env
 
 

@@ -316,8 +316,10 @@ def _render_scale(r: dict[str, Any], capped: dict[str, Any] | None, f: dict[str,
         "CI's spark session runs them on a Spark standalone cluster on one machine (a master and two 1-core "
         "workers, `tests/spark_cluster.py`), and the manifest names the cluster (`x-mapsmith:spark_cluster`). "
         "The engine reads a folder of GeoParquet parts and writes one (`mapsmith.parts`: the folder digest "
-        "above, recorded as `x-mapsmith:digest_rule`); through MapSmith's runner only `run_sql` may write a "
-        "folder today, and the per-part digests are computed by the driver, not in the executors.",
+        "above, recorded as `x-mapsmith:digest_rule`): through MapSmith's runner an `output_path` ending in "
+        "`.parquet/` routes the run to an engine registered as writing parts (these six on Spark, `run_sql` on "
+        "DuckDB) and is refused, before any input is read, on a stack with none. The per-part digests are "
+        "computed by the driver after the write, not in the executors.",
         "- Local mode reads from a local disk; a cluster reads from object storage, whose throughput per "
         "executor can be lower than a local disk's, and then sets the pace.",
         "- The measured machine was shared with other work (the load averages are in `docs/benchmarks.md`), so "

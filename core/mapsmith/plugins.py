@@ -297,6 +297,7 @@ class PluginHost:
         contract: Path | Mapping[str, Any] | None = None,
         validate: Callable[..., None] | None = None,
         provenance: Provenance | None = None,
+        writes_parts: bool = False,
     ) -> None:
         origin = provenance.origin if provenance is not None else None
         level, promotion = maturity.decide(operation, origin, self.promotions() if origin is not None else [])
@@ -350,6 +351,7 @@ class PluginHost:
                 maturity=level,
                 origin=origin,
                 promotion=promotion,
+                writes_parts=writes_parts,
             )
         )
 

@@ -164,6 +164,9 @@ class OperationImpl:
     origin: Mapping[str, str] | None = None
     # The promotion record that made this plugin's operation stable, when one did.
     promotion: Mapping[str, Any] | None = None
+    # Whether this engine writes a folder of Parquet parts when output_path ends in ".parquet/" (the runner
+    # routes such a request to these engines only, and checks after the run that a folder was written).
+    writes_parts: bool = False
 
 
 class RegisterStack(Protocol):
@@ -183,6 +186,7 @@ class RegisterOperation(Protocol):
         requirement: Callable[[], Unavailable | None] | None = None,
         contract: Path | Mapping[str, Any] | None = None,
         validate: Callable[[RunContext], None] | None = None,
+        writes_parts: bool = False,
     ) -> None: ...
 
 

@@ -15,9 +15,11 @@ the runner verifies it, and then:
   verified rows.
 
 An ``output_path`` ending in ``.parquet/`` asks for a folder of Parquet parts (``mapsmith.parts``): only
-operations in ``FOLDER_OUTPUT_OPERATIONS`` write one (any other would write one file and drop the slash's
-meaning silently, so it is refused); the engine writes a hidden temporary folder beside the output, which
-the runner renames into place like a file (``parts.replace_folder`` over an older folder of parts).
+engines registered with ``writes_parts`` write one (DuckDB's run_sql, the Spark engines of the sedona stack),
+so ``route_to_parts_writers`` passes the others over before anything runs, and refuses when none is left (any
+other engine would write one file and drop the slash's meaning silently); the engine writes a hidden temporary
+folder beside the output, which the runner renames into place like a file (``parts.replace_folder`` over an
+older folder of parts).
 
 A layer's manifest sits beside the container as ``<container>.<layer>.provenance.json`` (the manifest
 spec's §3.1 name for a dataset inside a container): a GeoPackage of three layers holds three datasets,
@@ -27,6 +29,8 @@ path itself (the runner renames) and never leaves a temporary file it made outsi
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,16 +46,15 @@ from mapsmith.contracts import (
 )
 from mapsmith.errors import OutputError
 from mapsmith.outputs import check_output_path, temp_path_for
-from mapsmith.registry import DatasetInfo, DatasetIO
+from mapsmith.registry import DatasetInfo, DatasetIO, OperationImpl
 
 if TYPE_CHECKING:
+    from mapsmith.router import Candidates
     from mapsmith.runner import RunContext
 
 WGS84_LABELS = ("EPSG:4326", "OGC:CRS84")
-# The operations whose implementation writes ``ctx.temp_output`` as a folder of parts when the plan says
-# so (``OutputPlan.folder``). An operation joins when its engine path writes parts (DuckDB COPY ... TO a
-# folder, SedonaDB, Spark) and a test shows its folder output verified and committed.
-FOLDER_OUTPUT_OPERATIONS: frozenset[str] = frozenset({"run_sql"})
+# Why an engine that writes one file is passed over for a folder request (the manifest's engine_choice keeps it).
+PARTS_PASSED_OVER = "writes one file; output_path ends in '/', which asks for a folder of Parquet parts"
 # Readers that implement RFC 7946 alone take every coordinate as WGS 84 longitude/latitude.
 IGNORING_READERS = "Leaflet, Mapbox GL / MapLibre, geojson.io and GitHub's map preview"
 
@@ -128,16 +131,8 @@ def plan_output(contract: OperationContract, args: dict[str, Any], output: Path,
 def _plan_folder(
     contract: OperationContract, given: str, output: Path, inputs: dict[str, Path], overwrite: bool
 ) -> OutputPlan:
-    """The plan for a folder of parts: refused for an operation that cannot write one; an older folder
-    of parts at the path is replaced only with overwrite, anything else there never."""
-    if contract.name not in FOLDER_OUTPUT_OPERATIONS:
-        raise OutputError(
-            f"{given}: {contract.name} writes one file; a path ending in '/' asks for a folder of Parquet parts",
-            code="OUTPUT_PARTS_UNSUPPORTED",
-            evidence={"path": given, "operation": contract.name, "writes_parts": sorted(FOLDER_OUTPUT_OPERATIONS)},
-            hint=f"drop the trailing '/' to write one {output.suffix} file, or write the parts with run_sql "
-            "(output_path ending in .parquet/)",
-        )
+    """The plan for a folder of parts (which engine may write one is ``route_to_parts_writers``' to say); an
+    older folder of parts at the path is replaced only with overwrite, anything else there never."""
     if output.is_dir() and not output.is_symlink():
         for name, path in inputs.items():
             if path.resolve() == output.resolve():
@@ -154,12 +149,56 @@ def _plan_folder(
     return OutputPlan(output, given, parts.temp_folder_for(output), overwrite=overwrite, folder=True)
 
 
+def route_to_parts_writers(
+    candidates: Candidates, plan: OutputPlan | None, registered: Iterable[OperationImpl]
+) -> tuple[Candidates, tuple[dict[str, str], ...]]:
+    """For a folder request, the candidate engines that write parts and the others as passed over; refused with
+    OUTPUT_PARTS_UNSUPPORTED, before any input is read, when no engine of the stack writes parts.
+
+    ``registered`` is every engine of the operation on every stack, to name the stacks that would write parts.
+    A plan for one file (or no plan) leaves the candidates as they are."""
+    if plan is None or not plan.folder:
+        return candidates, ()
+    writers = tuple(impl for impl in candidates.impls if impl.writes_parts)
+    passed = tuple(
+        {"engine": impl.engine, "reason": PARTS_PASSED_OVER} for impl in candidates.impls if not impl.writes_parts
+    )
+    if writers:
+        return dataclasses.replace(candidates, impls=writers), passed
+    elsewhere = sorted({impl.stack for impl in registered if impl.writes_parts})
+    operation = candidates.operation
+    if elsewhere:
+        hint = (
+            f"drop the trailing '/' to write one {plan.output.suffix} file, or run {operation} on a stack whose "
+            f"engine writes parts (MAPSMITH_STACK={elsewhere[0]}; server_info lists the stacks and whether each "
+            "is available)"
+        )
+    else:
+        hint = (
+            f"drop the trailing '/' to write one {plan.output.suffix} file, or write the parts with run_sql "
+            "(output_path ending in .parquet/)"
+        )
+    raise OutputError(
+        f"{plan.given}: no engine of the {candidates.stack} stack writes {operation}'s output as a folder of "
+        "Parquet parts (a path ending in '/' asks for one)",
+        code="OUTPUT_PARTS_UNSUPPORTED",
+        evidence={
+            "path": plan.given,
+            "operation": operation,
+            "stack": candidates.stack,
+            "engines": [impl.engine for impl in candidates.impls],
+            "stacks_writing_parts": elsewhere,
+        },
+        hint=hint,
+    )
+
+
 def require_folder_written(plan: OutputPlan | None, temp: Path, engine: str) -> None:
     """After the engine ran: a plan for a folder of parts must find a folder at ``temp``, never one file.
 
-    The guard that lets an operation join ``FOLDER_OUTPUT_OPERATIONS`` when only some of its engines write
-    parts (Spark does, GeoPandas does not): an engine that wrote one file is refused here, before anything
-    is committed, instead of the trailing '/' being ignored.
+    The second guard behind ``route_to_parts_writers``: an engine registered with ``writes_parts`` that wrote
+    one file after all is refused here, before anything is committed, instead of the trailing '/' being
+    ignored.
     """
     if plan is None or not plan.folder or (temp.is_dir() and not temp.is_symlink()):
         return

@@ -57,6 +57,7 @@ from mapsmith.run_outputs import (
     plan_output,
     require_folder_written,
     require_wgs84_for_geojson,
+    route_to_parts_writers,
     warn_replaced_layers,
 )
 from mapsmith.run_records import answer_record, engine_record, output_record, warn_if_experimental, write_failure
@@ -248,6 +249,10 @@ def _run_operation(
         output = resolved_out
         refuse_internal_folder(app.workspace.root, output, args[OUTPUT_ARGUMENT])
         plan = plan_output(contract, args, output, paths)  # the path checks, the layer, the GeoJSON options
+    # '.parquet/' asks for parts: only engines that write them may run (refused here when none of the stack does)
+    candidates, parts_passed_over = route_to_parts_writers(
+        candidates, plan, app.host.implementations.get(operation, [])
+    )
 
     # -- preconditions: headers only, before the engine runs ---------------------------------
     checks, warnings, inputs, layers = check_inputs(app, contract, args, io, slots, paths, _crs_equal)
@@ -278,6 +283,8 @@ def _run_operation(
     if contract.output_kind == "dataset:vector":
         ctx.derived = _derived_plan(app, ctx)
     choice = router.choose_engine(candidates, ctx)
+    if parts_passed_over:
+        choice = dataclasses.replace(choice, passed_over=(*parts_passed_over, *choice.passed_over))
     warn_if_experimental(ctx, choice.impl)  # EXPERIMENTAL_OPERATION: a plugin engine not yet promoted
     if choice.substitution:
         sub = choice.substitution

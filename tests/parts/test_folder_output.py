@@ -312,32 +312,51 @@ def test_the_record_names_the_listing_rule_it_applied(app, workspace: Path) -> N
     assert "x-mapsmith:digest_rule" not in _manifest(workspace, "one.gpkg")["output"]
 
 
-def _runner_checks_folders() -> bool:
-    """Whether the runner calls run_outputs.require_folder_written after the engine (the report's change)."""
-    import inspect
-
-    from mapsmith import runner
-
-    return "require_folder_written" in inspect.getsource(runner)
-
-
-@pytest.mark.xfail(
-    not _runner_checks_folders(),
-    strict=True,
-    reason="needs the runner to call run_outputs.require_folder_written after the engine (/tmp/h24/parts_runner.patch)",
-)
-def test_an_engine_that_writes_one_file_for_a_folder_request_is_refused(app, workspace: Path, monkeypatch) -> None:
-    from mapsmith import run_outputs
+def test_an_engine_that_writes_one_file_for_a_folder_request_is_refused(app, workspace: Path) -> None:
+    import dataclasses
 
     _wells(workspace)
-    # buffer_layer's GeoPandas engine writes one file: admitted to the folder writers, it must still be refused.
-    monkeypatch.setattr(run_outputs, "FOLDER_OUTPUT_OPERATIONS", frozenset({"run_sql", "buffer_layer"}))
-    with pytest.raises(OutputError) as caught:
-        app.run("buffer_layer", {"input_path": "wells.gpkg", "distance_meters": 5, "output_path": "b.parquet/"})
+    # buffer_layer's GeoPandas engine writes one file: declared a parts writer, it must still be refused after
+    # the run (the runner's second guard), and nothing is committed or left behind.
+    impls = app.host.implementations["buffer_layer"]
+    saved = list(impls)
+    impls[:] = [dataclasses.replace(i, writes_parts=True) for i in impls]
+    try:
+        with pytest.raises(OutputError) as caught:
+            app.run("buffer_layer", {"input_path": "wells.gpkg", "distance_meters": 5, "output_path": "b.parquet/"})
+    finally:
+        impls[:] = saved
     assert caught.value.code == "OUTPUT_PARTS_UNSUPPORTED"
     assert caught.value.evidence["engine"]
     assert not (workspace / "b.parquet").exists()
     assert _leftovers(workspace) == []
+
+
+def test_a_folder_request_names_the_stack_whose_engine_writes_parts(app, workspace: Path) -> None:
+    # spatial_join's engines on the opensource stack (GeoPandas, DuckDB, SedonaDB) each write one file; the
+    # sedona stack's Spark engine writes parts. The refusal comes before any input is read, and says so.
+    _wells(workspace)
+    write_layer(workspace / "zone.gpkg", [Point(X0 + 2, Y0 + 4).buffer(3)], "EPSG:32633", zone=["z"])
+    args = {"input_path": "wells.gpkg", "join_path": "zone.gpkg", "predicate": "intersects", "how": "inner"}
+    with pytest.raises(OutputError) as caught:
+        app.run("spatial_join", {**args, "output_path": "j.parquet/"})
+    assert caught.value.code == "OUTPUT_PARTS_UNSUPPORTED"
+    assert caught.value.evidence["stack"] == "opensource"
+    assert caught.value.evidence["stacks_writing_parts"] == ["sedona"]
+    assert "MAPSMITH_STACK=sedona" in caught.value.hint and "server_info" in caught.value.hint
+    assert not (workspace / "j.parquet").exists() and _leftovers(workspace) == []
+    # the clean twin: one file. Wells 1, 2 and 3 lie within 3 m of (X0 + 2, Y0 + 4): distances sqrt(5), 0, sqrt(5);
+    # wells 0 and 4 are sqrt(20) away.
+    result = app.run("spatial_join", {**args, "output_path": "j.parquet"})
+    assert result.status == "ok" and (workspace / "j.parquet").is_file()
+    import geopandas as gpd
+
+    assert list(gpd.read_parquet(workspace / "j.parquet")["well"]) == ["w1", "w2", "w3"]
+
+
+def test_run_sql_is_routed_as_a_parts_writer_and_buffer_layer_is_not(app) -> None:
+    assert [i.writes_parts for i in app.host.implementations["run_sql"]] == [True]
+    assert not any(i.writes_parts for i in app.host.implementations["buffer_layer"])
 
 
 def test_require_folder_written_accepts_a_folder_and_refuses_a_file(tmp_path: Path) -> None:

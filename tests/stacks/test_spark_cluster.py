@@ -407,6 +407,41 @@ def test_partitioned_input_is_read_by_executors_in_listing_order(
     assert points_input["sha256"] == _listing_digest(files, workspace / "points_parts.parquet")
 
 
+@needs_cluster
+def test_spatial_join_writes_a_folder_of_parts_through_mapsmith(
+    make_app: Callable[..., Any], workspace: Path, spark_cluster: Cluster, spark_master: str
+) -> None:
+    """Partitioned in, partitioned out, through the runner: an output_path ending in '.parquet/' routes the run to
+    the Spark engine (the only one of the stack that writes parts), the executors write the parts on the shared
+    disk, the runner verifies the folder and commits it whole, and the manifest digests it by the listing of its
+    parts (Spark's _SUCCESS and .crc files are not members)."""
+    import pyarrow.parquet as pq
+
+    from mapsmith import parts
+
+    _start_session(make_app, spark_master, workspace)
+    _write_point_parts(workspace / "points_parts.parquet")
+    before = _tasks_by_worker(spark_cluster)
+    result = _sedona_app(make_app, spark_master).run(
+        "spatial_join",
+        {"input_path": "points_parts.parquet", "join_path": "polygons.parquet", "output_path": "joined_parts.parquet/"},
+    )
+    _ran_on_both_workers(spark_cluster, before)
+    folder = workspace / "joined_parts.parquet"
+    assert folder.is_dir() and result.answer["output_features"] == 6
+    members = parts.part_files(folder)
+    assert len(members) >= 1 and all(m.suffix == ".parquet" and not m.name.startswith(".") for m in members)
+    rows = [row for m in members for row in pq.read_table(m, columns=["name", "name_join"]).to_pylist()]
+    assert [(r["name"], r["name_join"]) for r in rows] == LEFT_INTERSECTS  # the listing order is the row order
+    record = _record(workspace, "joined_parts.parquet")
+    assert record["output"]["path"] == "joined_parts.parquet/"
+    assert record["output"]["sha256"] == _listing_digest(members, folder)
+    assert record["engine"]["name"] == "apache-sedona"  # Spark with Sedona
+    assert record["parameters"]["x-mapsmith:spark_job"]["output_partitions"] == len(members)
+    assert record["parameters"]["x-mapsmith:spark_cluster"]["master"] == spark_master
+    assert not [p for p in workspace.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
+
+
 def test_cluster_tests_run_on_a_cluster_master(spark_master: str) -> None:
     """The fixture's contract: a cluster's URL when one was started, local[2] otherwise."""
     wanted = os.environ.get(CLUSTER_ENV) == "1" or bool(os.environ.get(EXTERNAL_MASTER_ENV))

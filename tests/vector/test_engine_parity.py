@@ -381,7 +381,7 @@ def test_sedonadb_is_preferred_to_duckdb_when_eligible_and_says_why(make_app, wo
 
 @sedonadb_only
 def test_spatial_join_goes_to_sedonadb_only_when_asked(make_app, workspace: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Its WKB path was never measured faster than DuckDB or GeoPandas, so by default DuckDB takes it."""
+    """Neither SedonaDB path (file to file, WKB) was measured faster through MapSmith, so by default DuckDB takes it."""
     from mapsmith_opensource.join_ops import spatial_join_duckdb
 
     monkeypatch.setattr(spatial_join_duckdb, "DUCKDB_MIN_ROWS", 0)
@@ -392,8 +392,11 @@ def test_spatial_join_goes_to_sedonadb_only_when_asked(make_app, workspace: Path
     assert choice["passed_over"] == [
         {
             "engine": "sedonadb",
-            "reason": "SedonaDB's spatial_join (the WKB path) was never measured faster than DuckDB or GeoPandas "
-            "(benchmarks/bench_scale.py), so it runs only when MAPSMITH_SEDONADB_MIN_FEATURES sets a threshold",
+            "reason": "file to file: SedonaDB's spatial_join file to file was never measured faster than DuckDB or "
+            "GeoPandas (whole MapSmith runs: FILE_MIN_FEATURES), so it runs only when MAPSMITH_SEDONADB_MIN_FEATURES "
+            "sets a threshold; the WKB path: SedonaDB's spatial_join (the WKB path) was never measured faster than "
+            "DuckDB or GeoPandas (benchmarks/bench_scale.py), so it runs only when MAPSMITH_SEDONADB_MIN_FEATURES "
+            "sets a threshold",
         }
     ]
 

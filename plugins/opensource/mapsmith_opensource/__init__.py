@@ -97,6 +97,7 @@ OPERATION_MODULES = (
     "overlay_ops",
     "join_ops.spatial_join",
     "join_ops.spatial_join_duckdb",
+    "join_ops.spatial_join_sedonadb",  # SedonaDB: file to file, or sedonadb_ops' WKB path
     "join_ops.nearest",
     "join_ops.points_in_polygons",
     "join_ops.apportion",
@@ -111,6 +112,7 @@ OPERATION_MODULES = (
     "terrain_ops",
     "hydrology_ops",
     "sql_ops",
+    "sql_layer_ops",  # clip_layer (points) and reproject_layer (conversions) on DuckDB, file to file
     "acquire_ops",  # fetch_dataset: in the sandbox, the one worker with a network (mapsmith.fetch)
     "overpass_ops",  # query_overpass: the same
     "stac_ops",  # stac_search, fetch_stac_asset: the same
@@ -140,4 +142,5 @@ def mapsmith_register_operations(register: RegisterOperation) -> None:
                 eligible=getattr(module, reg.eligible) if reg.eligible else None,
                 validate=getattr(module, reg.validate) if reg.validate else None,
                 requirement=getattr(extras, reg.requirement) if reg.requirement else None,
+                writes_parts=reg.writes_parts,
             )

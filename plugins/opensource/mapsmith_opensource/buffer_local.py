@@ -97,11 +97,17 @@ class Footprints:
 def footprints(geoms_lonlat: np.ndarray, geod: Geod) -> Footprints:
     """Centre each feature at the normalised mean of its vertices' unit vectors (right across 180° and
     at the poles, where a mean of longitudes is not), and measure its radius geodesically."""
-    import numpy as np
     import shapely
 
-    n = len(geoms_lonlat)
     coords, owner = shapely.get_coordinates(geoms_lonlat, return_index=True)
+    return footprints_of(coords, owner, len(geoms_lonlat), geod)
+
+
+def footprints_of(coords: np.ndarray, owner: np.ndarray, n: int, geod: Geod) -> Footprints:
+    """``footprints`` from the vertices already in lon/lat (``shapely.get_coordinates`` order) and the
+    feature each belongs to, for ``n`` features: the layer's geometries need not be rebuilt in lon/lat."""
+    import numpy as np
+
     lon_r, lat_r = np.radians(coords[:, 0]), np.radians(coords[:, 1])
     xyz = np.column_stack([np.cos(lat_r) * np.cos(lon_r), np.cos(lat_r) * np.sin(lon_r), np.sin(lat_r)])
     sums = np.column_stack([np.bincount(owner, xyz[:, k], minlength=n) for k in range(3)])

@@ -255,8 +255,7 @@ def transform_frame(gdf: gpd.GeoDataFrame, transformer: Transformer, target: CRS
     has_z = shapely.has_z(geoms)
     if has_z.any():  # Z kept where there is one: a 2-D transform would drop it silently
         moved[has_z] = shapely.transform(geoms[has_z], fn_z, include_z=True)
-    out = gdf.copy()
-    return out.set_geometry(moved, crs=target)
+    return gdf.set_geometry(moved, crs=target)  # a new frame: set_geometry copies, the input stays as it was
 
 
 def scale_distortion(crs: CRS, lonlat: tuple[float, ...] | None) -> float | None:

@@ -198,7 +198,9 @@ def write_layer(gdf: gpd.GeoDataFrame, path: Path, layer: str | None = None) -> 
             hint=f"use one of {sorted(WRITE_DRIVERS)}",
         )
     if driver == "parquet":
-        gdf.to_parquet(path, index=False)
+        from mapsmith_opensource.layer_common import write_geoparquet
+
+        write_geoparquet(gdf, path)  # gdf.to_parquet's bytes, without its slow WKB column
         return
     kwargs: dict[str, Any] = {}
     # Every OGR format stores a layer name (GeoJSON "name", the FlatGeobuf header); left to GDAL it

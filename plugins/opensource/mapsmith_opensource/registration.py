@@ -13,3 +13,4 @@ class Registration(NamedTuple):
     eligible: str | None = None  # a module-level function(ctx) -> reason it cannot take the run, or None
     validate: str | None = None  # a module-level function(ctx) raising on arguments that cannot work together
     requirement: str | None = None  # a name in mapsmith_opensource.extras: the optional extra this engine needs
+    writes_parts: bool = False  # writes a folder of Parquet parts when output_path ends in ".parquet/"

@@ -9,13 +9,16 @@ named in the manifest's notes:
   point) pairs, so the points never become a GeoDataFrame -- only the pairs (and a field's value per
   pair) come back, as Arrow. The polygons are read, checked and written by the GeoPandas engine's code;
   the statistics are computed from the pairs with the same arithmetic as join_ops.points_in_polygons.
-- WKB (everything else, spatial_join always): the GeoPandas engine's code in join_ops reads, checks,
-  aligns, measures, renames, orders, counts and writes; SedonaDB only finds the matching pairs of
-  geometries handed to it as WKB.
+- file to file (spatial_join with both inputs and the output in GeoParquet, join_ops.spatial_join_sedonadb):
+  SedonaDB reads both files, counts their validity, joins, orders and writes the output itself.
+- WKB (everything else): the GeoPandas engine's code in join_ops reads, checks, aligns, measures,
+  renames, orders, counts and writes; SedonaDB only finds the matching pairs of geometries handed to it
+  as WKB.
 
 Either way the results equal the GeoPandas engine's (tests/vector/test_engine_parity.py). The engines:
 
-- this module: spatial_join (WKB path)
+- this module: spatial_join's WKB path; ``join_ops.spatial_join_sedonadb`` registers spatial_join and runs
+  its file-to-file path
 - ``sedonadb_points``: count_in_polygons and summarize_points_in_polygons (direct or WKB path)
 - ``sedonadb_overlay``: dissolve_layer (SedonaDB unions each group with ST_UnaryUnion, not
   ST_Union_Agg) and overlay_layers with how='intersection' (pairs and ST_Intersection; the other modes
@@ -26,8 +29,9 @@ Either way the results equal the GeoPandas engine's (tests/vector/test_engine_pa
 The router tries SedonaDB before DuckDB and GeoPandas (preference 40 > 30 > 20), and each engine's
 ``*_eligible`` passes it over -- with the reason, which the manifest's
 ``x-mapsmith:engine_choice.passed_over`` keeps -- when sedonadb is not installed, when a CRS is
-unknown or the two differ, or when the inputs are too small to gain from it (DIRECT_MIN_FEATURES; the
-WKB path, never measured to gain, runs only when MAPSMITH_SEDONADB_MIN_FEATURES asks). This is an
+unknown or the two differ, or when the inputs are too small to gain from it (DIRECT_MIN_FEATURES,
+join_ops.spatial_join_sedonadb.FILE_MIN_FEATURES; the WKB path, never measured to gain, runs only when
+MAPSMITH_SEDONADB_MIN_FEATURES asks). This is an
 ``eligible`` check, not an extras ``requirement``: a missing requirement drops an engine silently, and
 a data engineer asking "why did GeoPandas run?" should find "sedonadb is not installed" in the manifest.
 
@@ -68,10 +72,14 @@ SEDONADB_FIX = mapsmith_sedona.SEDONADB_FIX
 #   faster than GeoPandas at every size measured and used less memory (count_in_polygons: 5.1 s against
 #   7.2 s at 1M points, 18.3 s / 2.2 GiB against 30.0 s / 4.3 GiB at 10M, 43.7 s / 5.6 GiB against
 #   76.6 s / 12.6 GiB at 30M), so it is preferred from 1,000,000 features.
-# - The WKB path (spatial_join; points not in GeoParquet) and dissolve_layer's union were never measured
-#   to gain: spatial_join took 6.7 s against GeoPandas' 6.0 s and DuckDB's 4.5 s at 1M, 44.3 s against
-#   44.9 s and 16.0 s at 10M, 135.4 s against 133.1 s and 51.9 s at 30M (dissolve was not measured).
-#   They run only when MAPSMITH_SEDONADB_MIN_FEATURES sets a threshold.
+# - The WKB path (spatial_join not file to file; points not in GeoParquet) and dissolve_layer's union were
+#   never measured to gain: spatial_join took 6.7 s against GeoPandas' 6.0 s and DuckDB's 4.5 s at 1M, 44.3 s
+#   against 44.9 s and 16.0 s at 10M, 135.4 s against 133.1 s and 51.9 s at 30M. dissolve_layer on
+#   benchmarks/goal_ops' 100,000 parcels by band (46 groups), whole MapSmith runs through the Python API, two
+#   interleaved pairs, load average 4.7-5.1: SedonaDB 3.95 / 4.17 CPU s and 429 MiB against GeoPandas 3.88 /
+#   3.92 CPU s and 290 MiB.
+#   They run only when MAPSMITH_SEDONADB_MIN_FEATURES sets a threshold. spatial_join's file-to-file path has
+#   its own threshold, measured: join_ops.spatial_join_sedonadb.FILE_MIN_FEATURES.
 DIRECT_MIN_FEATURES = 1_000_000
 WKB_MIN_FEATURES: int | None = None
 DISSOLVE_MIN_FEATURES: int | None = None
@@ -82,19 +90,9 @@ MIN_FEATURES_ENV = "MAPSMITH_SEDONADB_MIN_FEATURES"  # overrides the threshold (
 # join_ops' predicate names (the GeoPandas engine's) -> the SQL functions SedonaDB shares with DuckDB
 PREDICATES = spatial_join_ops.SPATIAL_PREDICATES
 
-# the validator is spatial_join's own: a module-level name here because a registration names it
-validate_spatial_join = spatial_join_ops.validate_spatial_join
-
-REGISTRATIONS = (
-    Registration(
-        "spatial_join",
-        "spatial_join_sedonadb",
-        engine=ENGINE,
-        preference=SEDONADB_PREFERENCE,
-        eligible="spatial_join_eligible",
-        validate="validate_spatial_join",
-    ),
-)
+# spatial_join's SedonaDB engine (file to file, or this module's WKB path) is registered by
+# join_ops.spatial_join_sedonadb; the other operations by sedonadb_points, sedonadb_overlay, sedonadb_nearest.
+REGISTRATIONS: tuple[Registration, ...] = ()
 
 
 # -- eligibility -------------------------------------------------------------------------------
@@ -127,12 +125,15 @@ def min_features(ctx: RunContext, default: int | None = SEDONADB_MIN_FEATURES) -
     return value
 
 
-def _too_small(ctx: RunContext, rows: int, default: int | None, what: str) -> str | None:
-    """Why ``rows`` features are too few for SedonaDB on this path, or None."""
+def _too_small(
+    ctx: RunContext, rows: int, default: int | None, what: str, measured_by: str = "benchmarks/bench_scale.py"
+) -> str | None:
+    """Why ``rows`` features are too few for SedonaDB on this path, or None (``measured_by``: where the
+    measurement behind a threshold of None is)."""
     threshold = min_features(ctx, default)
     if threshold is None:
         return (
-            f"{what} was never measured faster than DuckDB or GeoPandas (benchmarks/bench_scale.py), so it runs only "
+            f"{what} was never measured faster than DuckDB or GeoPandas ({measured_by}), so it runs only "
             f"when {MIN_FEATURES_ENV} sets a threshold"
         )
     if rows < threshold:
@@ -143,7 +144,13 @@ def _too_small(ctx: RunContext, rows: int, default: int | None, what: str) -> st
     return None
 
 
-def _eligible(ctx: RunContext, keys: tuple[str, str], default: int | None, what: str) -> str | None:
+def _eligible(
+    ctx: RunContext,
+    keys: tuple[str, str],
+    default: int | None,
+    what: str,
+    measured_by: str = "benchmarks/bench_scale.py",
+) -> str | None:
     """Why SedonaDB cannot take this run (installed? both CRS known and equal? big enough?), or None."""
     from pyproj import CRS
 
@@ -164,14 +171,16 @@ def _eligible(ctx: RunContext, keys: tuple[str, str], default: int | None, what:
     counts = (first.feature_count, second.feature_count)
     if None in counts:
         return "a feature count is unknown from the input's header, so the size threshold cannot be applied"
-    return _too_small(ctx, max(counts), default, what)  # type: ignore[type-var]
+    return _too_small(ctx, max(counts), default, what, measured_by)  # type: ignore[type-var]
 
 
-def _record_choice(ctx: RunContext, keys: tuple[str, str]) -> None:
-    """Why SedonaDB ran, in the manifest's notes (the engine choice records only those passed over)."""
+def _record_choice(ctx: RunContext, keys: tuple[str, str], default: int | None = None) -> None:
+    """Why SedonaDB ran, in the manifest's notes (the engine choice records only those passed over);
+    ``default``: the path's own threshold (None: the points-in-polygons paths', told apart here)."""
     first, second = (ctx.inputs[k] for k in keys)
     rows = max(first.feature_count or 0, second.feature_count or 0)
-    default = DIRECT_MIN_FEATURES if _direct_path(ctx) else WKB_MIN_FEATURES
+    if default is None:
+        default = DIRECT_MIN_FEATURES if _direct_path(ctx) else WKB_MIN_FEATURES
     ctx.notes.append(
         f"engine: SedonaDB ran because it is installed, both inputs are in {first.crs_label}, and the larger input "
         f"has {rows:,} features, at least the {min_features(ctx, default):,} from which it is preferred to DuckDB "
@@ -184,7 +193,9 @@ def _direct_path(ctx: RunContext) -> bool:
     return "points_path" in ctx.paths and _points_file_problem(ctx, ctx.arguments.get("field")) is None
 
 
-def spatial_join_eligible(ctx: RunContext) -> str | None:
+def wkb_join_eligible(ctx: RunContext) -> str | None:
+    """Why spatial_join's WKB path cannot take this run (join_ops.spatial_join_sedonadb asks it when the file-to-file
+    path cannot), or None."""
     return _eligible(ctx, ("input_path", "join_path"), WKB_MIN_FEATURES, "SedonaDB's spatial_join (the WKB path)")
 
 
@@ -200,12 +211,12 @@ def _connection() -> Any:
     return sedonadb.connect()
 
 
-def _set_engine(ctx: RunContext, keys: tuple[str, str]) -> None:
+def _set_engine(ctx: RunContext, keys: tuple[str, str], default: int | None = None) -> None:
     from importlib import metadata
 
     import sedonadb
 
-    _record_choice(ctx, keys)
+    _record_choice(ctx, keys, default)
     ctx.set_engine(ENGINE, sedonadb.__version__, **{"geoarrow-pyarrow": metadata.version("geoarrow-pyarrow")})
     ctx.engine_components.update(engine_versions())  # the GeoPandas stack reads, checks and writes
 
@@ -295,14 +306,12 @@ def _points_file_problem(ctx: RunContext, value_field: str | None) -> str | None
 # -- the operations ----------------------------------------------------------------------------
 
 
-def spatial_join_sedonadb(ctx: RunContext) -> None:
-    """spatial_join with SedonaDB's join: join_ops prepares (reads, checks, aligns, goes metric for
-    within_distance) and finishes (geodesic filter, order, how='left' rows, renaming, counts, writing)."""
-    _set_engine(ctx, ("input_path", "join_path"))
-    ctx.notes.append(
-        f"{WKB_PATH_NOTE}; spatial_join has no direct path yet (SedonaDB would have to write the joined rows in "
-        "input order with the GeoPandas engine's field types, which is not built)"
-    )
+def spatial_join_wkb(ctx: RunContext, why_not_file: str) -> None:
+    """spatial_join with SedonaDB's join on the WKB path: join_ops prepares (reads, checks, aligns, goes metric
+    for within_distance) and finishes (geodesic filter, order, how='left' rows, renaming, counts, writing).
+    join_ops.spatial_join_sedonadb calls it when its file-to-file path cannot take the run (``why_not_file``)."""
+    _set_engine(ctx, ("input_path", "join_path"), WKB_MIN_FEATURES)
+    ctx.notes.append(f"{WKB_PATH_NOTE}; the file-to-file path was not taken because {why_not_file}")
     prep = spatial_join_ops._prepare_spatial_join(ctx)
     left, right = sedonadb_pairs(prep.left_geoms, prep.join_geoms, prep.predicate, prep.search_units)
     spatial_join_ops._finish_spatial_join(ctx, prep, left, right)

@@ -42,7 +42,7 @@ from mapsmith_opensource.sql_analysis import (
 if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
-REGISTRATIONS = (Registration("run_sql", "run_sql", engine="duckdb", validate="validate_run_sql"),)
+REGISTRATIONS = (Registration("run_sql", "run_sql", engine="duckdb", validate="validate_run_sql", writes_parts=True),)
 __all__ = ["REGISTRATIONS", "SQLRefused", "analyse", "run_sql", "validate_run_sql"]
 
 

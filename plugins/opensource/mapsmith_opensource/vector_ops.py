@@ -22,6 +22,7 @@ from mapsmith_opensource.common import (
 from mapsmith_opensource.field_ops import calculate_field as calculate_field
 from mapsmith_opensource.field_ops import rename_fields as rename_fields
 from mapsmith_opensource.field_ops import select_fields as select_fields
+from mapsmith_opensource.layer_common import clip_to_region
 from mapsmith_opensource.registration import Registration
 from mapsmith_opensource.table_points import table_to_points as table_to_points
 
@@ -60,16 +61,7 @@ def clip_layer(ctx: RunContext) -> None:
         }
     )
     region = shapely.union_all(mask.geometry.values)
-    geoms = gdf.geometry.values
-    hits = shapely.intersects(geoms, region)
-    clipped = shapely.intersection(geoms[hits], region)
-    dims = shapely.get_dimensions(geoms[hits])
-    kept_geoms, dropped_parts = [], 0
-    for geom, dim in zip(clipped, dims, strict=True):
-        parts = shapely.get_parts(geom)
-        same = [p for p in parts if shapely.get_dimensions(p) == dim and not p.is_empty]
-        dropped_parts += len(parts) - len(same)
-        kept_geoms.append(shapely.union_all(same) if same else None)
+    hits, kept_geoms, dropped_parts = clip_to_region(gdf.geometry.values, region)
     out = gdf[hits].copy()
     out = out.set_geometry(kept_geoms, crs=gdf.crs)
     touching_only = out.geometry.isna()

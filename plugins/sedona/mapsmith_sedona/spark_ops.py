@@ -400,4 +400,5 @@ def register_operations(register: Any, requirement: Callable[[], Any], only: tup
             eligible=getattr(module, eligible),
             requirement=requirement,
             validate=getattr(module, validate) if validate else None,
+            writes_parts=True,  # spark_job.write_geoparquet writes parts when output_path ends in ".parquet/"
         )

@@ -19,6 +19,10 @@ One module per operation, each with its own REGISTRATIONS (listed in OPERATION_M
 - ``ground``: where distances are measured (planar or geodesic), for spatial_join and nearest_join
 - ``spatial_join``: the GeoPandas engine, and the preparation, assembly and record every engine shares
 - ``spatial_join_duckdb``: the DuckDB engine, file to file (its threshold is DUCKDB_MIN_ROWS there)
+- ``spatial_join_sedonadb``: the SedonaDB engine, file to file (sedonadb_ops' WKB path otherwise; its threshold
+  is FILE_MIN_FEATURES there)
+- ``points_in_polygons_sql``, ``points_in_polygons_duckdb``: count_in_polygons and summarize_points_in_polygons
+  as one SQL query, and the DuckDB engine that runs it
 - ``nearest``: nearest_join
 - ``points_in_polygons``: count_in_polygons and summarize_points_in_polygons
 - ``apportion``: apportion_by_area

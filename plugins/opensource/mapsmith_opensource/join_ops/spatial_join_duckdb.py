@@ -3,6 +3,12 @@
 Eligible only where it gives the same rows and record as the GeoPandas engine (see
 duckdb_join_eligible); the counts and checks are spatial_join's own. It must never join layers in two
 CRS, measure geodesically, or write a field type the GeoPandas engine would write differently.
+
+What makes a file-to-file join give the GeoPandas engine's rows is shared with SedonaDB's file-to-file
+path (join_ops.spatial_join_sedonadb), which calls it here rather than keep a copy: the file and CRS
+conditions (file_join_problem), the footer and field-type rules (layers_problem), the output's fields and
+renaming (join_columns), the validity record and refusal (refuse_invalid_inputs) and the predicate's CRS
+record (record_predicate, distance_in_crs_units).
 """
 
 from __future__ import annotations
@@ -110,7 +116,10 @@ def _carried_exactly(arrow_type: Any) -> bool:
     )
 
 
-def _geoparquet(path: Path, key: str) -> _GeoParquet:
+def _geoparquet(path: Path, key: str, engine: str = "DuckDB") -> _GeoParquet:
+    """The footer facts of one input, and why ``engine`` cannot join it (the SedonaDB engine asks too: the
+    two file-to-file engines carry the same layers; the reserved row-position name and the case-blind field
+    names are DuckDB's own)."""
     import json
 
     import pyarrow.parquet as pq
@@ -130,26 +139,26 @@ def _geoparquet(path: Path, key: str) -> _GeoParquet:
     clash = next((n for n in columns if folded.setdefault(n.casefold(), n) != n), None)
     odd = next((f for f in schema if f.name in columns and f.name != primary and not _carried_exactly(f.type)), None)
     if len(geo.get("columns", {})) != 1:
-        problem = f"{key} has {len(geo.get('columns', {}))} geometry columns; the DuckDB engine joins layers with one"
+        problem = f"{key} has {len(geo.get('columns', {}))} geometry columns; the {engine} engine joins layers with one"
     elif column.get("encoding") != "WKB":
-        problem = f"{key} stores its geometries as {column.get('encoding')!r}, not WKB, which the DuckDB engine reads"
+        problem = f"{key} stores its geometries as {column.get('encoding')!r}, not WKB, which the {engine} engine reads"
     elif "crs" in column and not isinstance(crs, dict):
-        problem = f"{key} gives its CRS as {type(crs).__name__}, not PROJJSON, which is all DuckDB reads"
+        problem = f"{key} gives its CRS as {type(crs).__name__}, not PROJJSON, which is all {engine} reads"
     elif index:
         problem = (
-            f"{key} stores a pandas index ({', '.join(index)}), which GeoPandas reads as the row index and DuckDB "
+            f"{key} stores a pandas index ({', '.join(index)}), which GeoPandas reads as the row index and {engine} "
             "would read as a field"
         )
-    elif any(n.casefold() == ROW_NUMBER for n in columns):
+    elif engine == "DuckDB" and any(n.casefold() == ROW_NUMBER for n in columns):
         problem = f"{key} has a field named {ROW_NUMBER!r}, which DuckDB reserves for row positions"
-    elif clash is not None:
+    elif engine == "DuckDB" and clash is not None:
         problem = (
             f"{key} has the fields {folded[clash.casefold()]!r} and {clash!r}, which DuckDB does not tell apart "
             "(names ignore case)"
         )
     elif odd is not None:
         problem = (
-            f"{key}'s field {odd.name!r} is of type {odd.type}; the DuckDB engine carries only booleans, integers, "
+            f"{key}'s field {odd.name!r} is of type {odd.type}; the {engine} engine carries only booleans, integers, "
             "floats, text, binary, dates and timestamps without a time zone exactly as the GeoPandas engine does"
         )
     other = frozenset(f.name for f in schema if t.is_integer(f.type) and not t.is_int64(f.type))
@@ -172,26 +181,28 @@ def _names_another_crs(crs_id: str | None, crs: CRS) -> bool:
         return True
 
 
-def duckdb_join_eligible(ctx: RunContext) -> str | None:
-    """Why the DuckDB engine cannot take this spatial_join, or None when it can."""
+def file_join_problem(ctx: RunContext, engine: str = "DuckDB") -> str | None:
+    """Why a file-to-file engine (``engine``: DuckDB or SedonaDB) cannot give this spatial_join the GeoPandas
+    engine's rows, before any size or footer is looked at, or None: GeoParquet in and out, both CRS known and
+    equal, and a within_distance that is planar (a projected CRS true to scale at the data)."""
     from pyproj import CRS
 
     for key in ("input_path", "join_path"):
         if not io.is_parquet(ctx.paths[key]):
             return (
-                f"{key} is not GeoParquet ({ctx.inputs[key].driver}); the DuckDB engine joins GeoParquet files only, "
-                "file to file"
+                f"{key} is not GeoParquet ({ctx.inputs[key].driver}); the {engine} engine joins GeoParquet files "
+                "only, file to file"
             )
     if ctx.output_path is None or not io.is_parquet(ctx.output_path):
         suffix = ctx.output_path.suffix if ctx.output_path else None
-        return f"output_path ends in {suffix}; the DuckDB engine writes GeoParquet (.parquet) only"
+        return f"output_path ends in {suffix}; the {engine} engine writes GeoParquet (.parquet) only"
     first, second = ctx.inputs["input_path"], ctx.inputs["join_path"]
     if first.crs_wkt is None or second.crs_wkt is None:
-        return "the DuckDB engine joins only layers whose CRS is known"
+        return f"the {engine} engine joins only layers whose CRS is known"
     crs = CRS.from_wkt(first.crs_wkt)
     if not crs.equals(CRS.from_wkt(second.crs_wkt), ignore_axis_order=True):
         return (
-            f"input_path is in {first.crs_label} and join_path in {second.crs_label}; the DuckDB engine joins "
+            f"input_path is in {first.crs_label} and join_path in {second.crs_label}; the {engine} engine joins "
             "only layers in one CRS (GeoPandas aligns join_path first, recorded)"
         )
     if ctx.arguments["predicate"] == "within_distance":
@@ -204,18 +215,34 @@ def duckdb_join_eligible(ctx: RunContext) -> str | None:
                 f"within_distance in {first.crs_label}, which distorts distances by {distortion:.1%} at the data's "
                 f"centre (more than {MAX_SCALE_DISTORTION:.0%}): {geodesic}"
             )
+    return None
+
+
+def layers_problem(ctx: RunContext, engine: str = "DuckDB") -> tuple[dict[str, _GeoParquet], str | None]:
+    """Both inputs' footers, and why ``engine`` cannot carry their fields as the GeoPandas engine does (or None)."""
+    layers = {key: _geoparquet(ctx.paths[key], key, engine) for key in ("input_path", "join_path")}
+    return layers, layers["input_path"].problem or layers["join_path"].problem
+
+
+def duckdb_join_eligible(ctx: RunContext) -> str | None:
+    """Why the DuckDB engine cannot take this spatial_join, or None when it can."""
+    from pyproj import CRS
+
+    problem = file_join_problem(ctx)
+    if problem:
+        return problem
+    first, second = ctx.inputs["input_path"], ctx.inputs["join_path"]
     rows = max(first.feature_count or 0, second.feature_count or 0)
     if rows < DUCKDB_MIN_ROWS:
         return (
             f"the larger input has {rows} features, fewer than the {DUCKDB_MIN_ROWS:,} for which the DuckDB "
             "engine is considered"
         )
-    layers = {key: _geoparquet(ctx.paths[key], key) for key in ("input_path", "join_path")}
-    problem = layers["input_path"].problem or layers["join_path"].problem
+    layers, problem = layers_problem(ctx)
     if problem:
         return problem
     # The output's CRS is input_path's as DuckDB read it (join_path's is set aside: the two are equal).
-    if _names_another_crs(layers["input_path"].crs_id, crs):
+    if _names_another_crs(layers["input_path"].crs_id, CRS.from_wkt(first.crs_wkt)):
         return (
             f"input_path's PROJJSON CRS names {layers['input_path'].crs_id} but defines another CRS; DuckDB would "
             f"read it as {layers['input_path'].crs_id} and write that code's own definition"
@@ -327,6 +354,56 @@ def _spare_name(name: str, taken: list[str]) -> str:
     return candidate
 
 
+@dataclass(frozen=True)
+class JoinColumns:
+    """The output's fields as the GeoPandas engine writes them: input_path's in file order (geometry in place),
+    then join_path's, clashing names renamed (shared._rename_clashes)."""
+
+    incoming: list[str]  # join_path's fields as the file names them, in file order
+    renamed: dict[str, str]  # join_path field -> its output name, for the clashing ones
+    names: list[str]  # every output column, in order
+
+    def output_name(self, incoming: str) -> str:
+        return self.renamed.get(incoming, incoming)
+
+
+def join_columns(left: _GeoParquet, join: _GeoParquet) -> JoinColumns:
+    incoming = [c for c in join.columns if c != join.geometry]
+    renamed = _rename_clashes(list(left.columns), incoming, JOIN_SUFFIX)
+    return JoinColumns(incoming, renamed, [*left.columns, *(renamed.get(c, c) for c in incoming)])
+
+
+def refuse_invalid_inputs(ctx: RunContext, inspected: dict[str, tuple[_Scan, list[tuple[int, str]]]]) -> None:
+    """Record each input's validity as every engine does, then refuse the first input with invalid geometries."""
+    for key, (scan, invalid) in inspected.items():
+        record_input_validity(
+            ctx, key, rows=scan.rows, invalid_count=scan.invalid, missing_count=scan.missing, invalid=invalid
+        )
+    for key, (scan, invalid) in inspected.items():
+        if scan.invalid:
+            shown = invalid[:INVALID_ROWS_SHOWN]
+            raise invalid_input_error(
+                ctx, key, scan.invalid, [n for n, _ in shown], [r for _, r in shown], UNDEFINED_ON_INVALID
+            )
+
+
+def distance_in_crs_units(ctx: RunContext, crs: CRS) -> float:
+    """within_distance's distance in input_path's units (eligible only where that CRS is projected and true
+    to scale at the data: planar)."""
+    return float(ctx.arguments["distance_meters"]) / linear_unit_metres(crs)
+
+
+def record_predicate(ctx: RunContext, crs: CRS, input_rows: int) -> None:
+    """The CRS record of the predicate's evaluation, as the GeoPandas engine writes it."""
+    predicate = ctx.arguments["predicate"]
+    if predicate == "within_distance":
+        metric = to_metric(ctx, _CrsOnly(crs), "measured for within_distance")
+        _record_planar(ctx, metric, input_rows)
+        ctx.parameters["x-mapsmith:distance_in_analysis_units"] = metric.units(ctx.arguments["distance_meters"])
+    else:
+        _record_topological(ctx, crs, "join_path", f"the predicate '{predicate}' was evaluated")
+
+
 def spatial_join_duckdb(ctx: RunContext) -> None:
     """spatial_join inside DuckDB, GeoParquet to GeoParquet: no feature passes through Python.
 
@@ -353,20 +430,19 @@ def spatial_join_duckdb(ctx: RunContext) -> None:
     layers = {key: _geoparquet(ctx.paths[key], key) for key in ("input_path", "join_path")}
     left, join = layers["input_path"], layers["join_path"]
     crs = CRS.from_wkt(ctx.inputs["input_path"].crs_wkt)
-    incoming = [c for c in join.columns if c != join.geometry]
-    renamed = _rename_clashes(list(left.columns), incoming, JOIN_SUFFIX)
-    names = [*left.columns, *(renamed.get(c, c) for c in incoming)]
+    columns = join_columns(left, join)
+    renamed, names = columns.renamed, columns.names
     fields = [f"l.{_name(c)}" for c in left.columns] + [
         (f"CAST(r.{_name(c)} AS BIGINT)" if c in join.other_integers else f"r.{_name(c)}")
-        + f" AS {_name(renamed.get(c, c))}"
-        for c in incoming
+        + f" AS {_name(columns.output_name(c))}"
+        for c in columns.incoming
     ]
     i, j = (_name(_spare_name(n, names)) for n in ("__input_row", "__join_row"))
     geometries = f"l.{_name(left.geometry)}::GEOMETRY, r.{_name(join.geometry)}::GEOMETRY"
     values: list[float] = []
     if predicate == "within_distance":
         # Eligible only where input_path's CRS is projected and true to scale: planar, in its units.
-        values = [ctx.arguments["distance_meters"] / linear_unit_metres(crs)]
+        values = [distance_in_crs_units(ctx, crs)]
         condition = f"{SPATIAL_PREDICATES['dwithin']}({geometries}, ?)"
     else:
         condition = f"{SPATIAL_PREDICATES[predicate]}({geometries})"
@@ -391,24 +467,10 @@ def spatial_join_duckdb(ctx: RunContext) -> None:
             except duckdb.Error as exc:  # invalid geometries may be why: their refusal says more
                 failure = exc
             inspected = scanning.result()
-        for key, (scan, invalid) in inspected.items():
-            record_input_validity(
-                ctx, key, rows=scan.rows, invalid_count=scan.invalid, missing_count=scan.missing, invalid=invalid
-            )
-        for key, (scan, invalid) in inspected.items():
-            if scan.invalid:
-                shown = invalid[:INVALID_ROWS_SHOWN]
-                raise invalid_input_error(
-                    ctx, key, scan.invalid, [n for n, _ in shown], [r for _, r in shown], UNDEFINED_ON_INVALID
-                )
+        refuse_invalid_inputs(ctx, inspected)
         if failure is not None:
             raise failure
-        if predicate == "within_distance":
-            metric = to_metric(ctx, _CrsOnly(crs), "measured for within_distance")
-            _record_planar(ctx, metric, inspected["input_path"][0].rows)
-            ctx.parameters["x-mapsmith:distance_in_analysis_units"] = metric.units(ctx.arguments["distance_meters"])
-        else:
-            _record_topological(ctx, crs, "join_path", f"the predicate '{predicate}' was evaluated")
+        record_predicate(ctx, crs, inspected["input_path"][0].rows)
         pairs, matched, join_matched = con.execute(
             f"SELECT count({j}), count(DISTINCT {i}) FILTER (WHERE {j} IS NOT NULL), count(DISTINCT {j}) FROM joined"
         ).fetchone()

@@ -1,0 +1,456 @@
+"""clip_layer and reproject_layer inside DuckDB, GeoParquet file to GeoParquet file: no feature of input_path
+passes through Python.
+
+Eligible only where the answer and the record are the GeoPandas engine's (vector_ops.clip_layer,
+reproject_ops.reproject_layer), byte for byte in the coordinates:
+
+- clip_layer takes layers of single 2-D points only. For a point GEOS's intersection with the mask is the
+  point itself or nothing, so the clip is a filter: a point is kept when it intersects the mask's union
+  (inside or on its edge, as GEOS decides), with its coordinates as stored. DuckDB Spatial's ST_Intersects
+  was measured to agree with shapely's on 2.8 million points, 0.9 million of them on or a rounding away from
+  mask edges and vertices (a circle, a skewed quadrilateral, a union of overlapping shapes, a polygon with a
+  hole, a multipolygon); tests/scale/test_sql_clip_reproject.py repeats a smaller draw. SedonaDB 0.5's
+  ST_Intersects, asked the same of 1.6 million such points, disagreed on 32,935, so it has no clip engine.
+  Lines and polygons are cut by an overlay whose new vertices, and whose re-noding by union_all, DuckDB's
+  GEOS build would have to reproduce bit for bit; that was not shown, so they stay with GeoPandas. The mask
+  is read, checked, aligned and unioned by the GeoPandas engine's own code (it is the small input).
+- reproject_layer takes a change of CRS that is a conversion only (no datum shift, no grid: every step of
+  the operation mapsmith.crs chose is a PROJ Conversion), so DuckDB's PROJ has no other operation to pick,
+  and only after a probe: the data's extent, sampled on a grid, is written by the engine's own SQL and read
+  back, and its coordinates must equal the chosen pyproj transformer's within ``PROBE_TOLERANCE`` units and
+  its CRS the target's. Coordinates with Z are left to GeoPandas, which transforms Z too. Measured: on
+  200,000 random UTM 10N points to EPSG:4326 DuckDB's coordinates equalled pyproj's bit for bit (largest
+  difference 0.0; SedonaDB's too, but SedonaDB has no file-to-file reproject engine here yet).
+
+Both refuse (as the spatial_join DuckDB engine does: join_ops.spatial_join_duckdb._geoparquet) a field
+type DuckDB would write differently, a pandas index, a CRS named by a code it does not define, an integer
+field holding nulls (pandas reads it as floats), and any field an earlier MapSmith run derived from the
+geometry (derived.refresh keeps those true, in GeoPandas). Nothing here is hand-written geometry: DuckDB
+Spatial computes, GEOS (through shapely) unions the mask, PROJ (through pyproj) chooses the operation.
+
+What this module must never do: cut a line or polygon, move coordinates between datums, write a CRS other
+than the one the GeoPandas engine writes, or report a count it did not read from the data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from mapsmith.crs import choose_transformer, crs_label, parse_crs
+from mapsmith.errors import MapSmithError
+from mapsmith_opensource import io
+from mapsmith_opensource.common import align_to, engine_versions, read_input, warn_about_transformation
+from mapsmith_opensource.join_ops.spatial_join_duckdb import (
+    DUCKDB_PREFERENCE,
+    _declare_geoparquet,
+    _duckdb_versions,
+    _first_invalid,
+    _GeoParquet,
+    _geoparquet,
+    _name,
+    _names_another_crs,
+    _scan,
+    _text,
+    duckdb_database,
+)
+from mapsmith_opensource.registration import Registration
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pyproj import CRS
+
+    from mapsmith.runner import RunContext
+
+ENGINE = "duckdb"
+# From how many input features the router prefers these engines; below, GeoPandas runs. Measured for issue 22
+# on this machine (2 cores shared with three other sessions, load average 5-18 through the runs, so CPU
+# seconds decide and wall is noise): whole MapSmith runs, a fresh process each (spawn to exit, start-up,
+# checks, digests and manifest included), benchmarks/scale_data.py's points (EPSG:32610 GeoParquet) clipped
+# to its 60 km circle and reprojected to EPSG:4326, the engine forced with MAPSMITH_DUCKDB_LAYER_MIN_FEATURES
+# (0 or 10**12), interleaved, medians of 3, CPU seconds DuckDB / GeoPandas (peak RSS MiB):
+#                 10,000       30,000       100,000      300,000      1,000,000
+#   clip_layer    1.23 / 1.32  1.31 / 1.54  1.39 / 2.00  1.80 / 3.44  2.47 / 8.10 (317 / 756 MiB)
+#   reproject     1.15 / 1.22  1.20 / 1.25  1.36 / 1.62  1.70 / 2.61  2.72 / 5.17 (394 / 1054 MiB)
+# (command: a script that spawns `MapSmith(env).run(...)` per run and reads os.wait4's rusage; the report
+# of this change has it). Each engine is preferred from the smallest size at which it was clearly cheaper;
+# below, the gain is within the noise and GeoPandas, the small-data engine, keeps the run.
+CLIP_MIN_ROWS = 30_000
+REPROJECT_MIN_ROWS = 100_000
+MIN_FEATURES_ENV = "MAPSMITH_DUCKDB_LAYER_MIN_FEATURES"  # overrides both thresholds (benchmarks force an engine)
+# reproject_layer's probe: DuckDB's coordinates must equal pyproj's to this many units of the target CRS.
+PROBE_TOLERANCE = 1e-9
+PROBE_GRID = 5  # the probe samples PROBE_GRID x PROBE_GRID points over the extent
+
+REGISTRATIONS = (
+    Registration(
+        "clip_layer", "clip_layer_duckdb", engine=ENGINE, preference=DUCKDB_PREFERENCE, eligible="clip_eligible"
+    ),
+    Registration(
+        "reproject_layer",
+        "reproject_layer_duckdb",
+        engine=ENGINE,
+        preference=DUCKDB_PREFERENCE,
+        eligible="reproject_eligible",
+    ),
+)
+
+
+# -- eligibility shared by both -----------------------------------------------------------------
+
+
+def _footer_types(path: Path, geometry: str) -> list[str]:
+    """The geometry types input_path's GeoParquet footer declares ([] when it declares none)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    geo = json.loads((pq.read_schema(path).metadata or {}).get(b"geo") or b"{}")
+    return [str(t) for t in geo.get("columns", {}).get(geometry, {}).get("geometry_types", [])]
+
+
+def _nullable_integers(path: Path, columns: tuple[str, ...]) -> list[str]:
+    """Integer fields with a null in some row group (footer statistics; unknown counts as a null): pandas
+    reads them as floats, so the GeoPandas engine writes doubles where DuckDB would keep integers."""
+    import pyarrow.parquet as pq
+    import pyarrow.types as t
+
+    meta = pq.read_metadata(path)
+    schema = meta.schema.to_arrow_schema()
+    found = []
+    for name in columns:
+        field = schema.field(name)
+        if not t.is_integer(field.type):
+            continue
+        index = schema.get_field_index(name)
+        for group in range(meta.num_row_groups):
+            stats = meta.row_group(group).column(index).statistics
+            if stats is None or not stats.has_null_count or stats.null_count:
+                found.append(name)
+                break
+    return found
+
+
+def min_features(ctx: RunContext, default: int) -> int:
+    """The size threshold of this run: MAPSMITH_DUCKDB_LAYER_MIN_FEATURES when set (a whole number >= 0), else
+    ``default``."""
+    from mapsmith.errors import ConfigurationError
+
+    text = (ctx.environ.get(MIN_FEATURES_ENV) or "").strip()  # the service's environment, as MAPSMITH_STACK
+    if not text:
+        return default
+    value = int(text.replace("_", "")) if text.replace("_", "").isdigit() else -1
+    if value < 0:
+        raise ConfigurationError(
+            f"{MIN_FEATURES_ENV}={text!r} is not a whole number of features",
+            code="DUCKDB_MIN_FEATURES_INVALID",
+            evidence={"variable": MIN_FEATURES_ENV, "value": text},
+            hint=f"set {MIN_FEATURES_ENV} to a whole number such as 500000, or unset it for the measured defaults",
+        )
+    return value
+
+
+def _layer_problem(ctx: RunContext, operation: str, min_rows: int) -> tuple[str | None, _GeoParquet | None]:
+    """Why the DuckDB engine cannot take input_path for ``operation`` (or None), and the layer as read."""
+    path = ctx.paths["input_path"]
+    info = ctx.inputs["input_path"]
+    if not io.is_parquet(path) or not path.is_file():
+        return f"input_path is not one GeoParquet file ({info.driver}); the DuckDB {operation} works file to file", None
+    if ctx.output_path is None or not io.is_parquet(ctx.output_path) or ctx.arguments["output_path"].endswith("/"):
+        given = ctx.arguments.get("output_path")
+        return f"output_path is {given!r}; the DuckDB {operation} writes one GeoParquet (.parquet) file", None
+    if info.crs_wkt is None:
+        return f"the DuckDB {operation} takes only layers whose CRS is known", None
+    rows = info.feature_count or 0
+    min_rows = min_features(ctx, min_rows)
+    if rows < min_rows:
+        return f"input_path has {rows:,} features, fewer than the {min_rows:,} from which DuckDB is preferred", None
+    derived = getattr(ctx, "derived", None)
+    carried = [f.name for f in derived.in_output(info.fields)] if derived is not None else []
+    if carried:
+        return (
+            f"input_path carries fields an earlier MapSmith run derived from the geometry ({', '.join(carried)}); the "
+            "GeoPandas engine keeps them true of the geometry written",
+            None,
+        )
+    layer = _geoparquet(path, "input_path")
+    if layer.problem:
+        return layer.problem, layer
+    crs = parse_crs(info.crs_wkt)
+    if _names_another_crs(layer.crs_id, crs):
+        return (
+            f"input_path's PROJJSON CRS names {layer.crs_id} but defines another CRS; DuckDB would read it as "
+            f"{layer.crs_id}",
+            layer,
+        )
+    nullable = _nullable_integers(path, tuple(c for c in layer.columns if c != layer.geometry))
+    if nullable:
+        return (
+            f"input_path's integer fields {nullable} hold nulls, which the GeoPandas engine reads and writes as "
+            "floats and DuckDB would keep as integers",
+            layer,
+        )
+    return None, layer
+
+
+def _set_engine(ctx: RunContext) -> None:
+    versions = _duckdb_versions()
+    ctx.set_engine(ENGINE, versions["duckdb"], **{"duckdb-spatial": versions["duckdb-spatial"]})
+
+
+def _inspect_input(con: Any, layer: _GeoParquet) -> tuple[Any, list[tuple[int, str]]]:
+    """input_path's validity scan in DuckDB, with the first invalid rows and GEOS's reasons when there are any."""
+    scan = _scan(con, layer)
+    return scan, _first_invalid(con, layer) if scan.invalid else []
+
+
+def _record_input_validity(ctx: RunContext, inspected: tuple[Any, list[tuple[int, str]]]) -> Any:
+    """input_path's x-mapsmith:input_geometry_valid check, as read_input records it; the scan."""
+    from mapsmith_opensource.common import record_input_validity
+
+    scan, invalid = inspected
+    record_input_validity(
+        ctx, "input_path", rows=scan.rows, invalid_count=scan.invalid, missing_count=scan.missing, invalid=invalid
+    )
+    return scan
+
+
+# -- clip_layer ---------------------------------------------------------------------------------
+
+
+def clip_eligible(ctx: RunContext) -> str | None:
+    """Why DuckDB cannot take this clip_layer, or None when it can."""
+    problem, layer = _layer_problem(ctx, "clip_layer", CLIP_MIN_ROWS)
+    if problem is not None:
+        return problem
+    assert layer is not None
+    types = _footer_types(layer.path, layer.geometry)
+    if types != ["Point"]:
+        declared = ", ".join(types) if types else "no geometry types"
+        return (
+            f"input_path's footer declares {declared}; the DuckDB clip_layer takes single 2-D points only (a point "
+            "is kept or not, never cut); lines and polygons are cut by the GeoPandas engine"
+        )
+    return None
+
+
+def _region_table(ctx: RunContext, crs: CRS) -> Any:
+    """mask_path read, checked and aligned by the GeoPandas engine's code, unioned as it unions it."""
+    import pyarrow as pa
+    import shapely
+
+    mask = align_to(ctx, read_input(ctx, "mask_path"), crs, "mask_path")
+    region = shapely.union_all(mask.geometry.values)
+    return pa.table({"region": pa.array([shapely.to_wkb(region)], type=pa.binary())})
+
+
+def clip_layer_duckdb(ctx: RunContext) -> None:
+    """clip_layer of points inside DuckDB: a filter on ST_Intersects with the mask's union, file to file."""
+    import uuid
+
+    from mapsmith.runner import OutputStats
+
+    _set_engine(ctx)
+    ctx.engine_components.update(engine_versions())  # the GeoPandas stack reads, aligns and unions the mask
+    layer = _geoparquet(ctx.paths["input_path"], "input_path")
+    info = ctx.inputs["input_path"]
+    crs = parse_crs(info.crs_wkt)
+    assert ctx.temp_output is not None
+    con = duckdb_database().cursor()  # a cursor of its own: its registered table is seen by no other run
+    try:
+        # Sequential: the GeoPandas engine records input_path's validity before mask_path's (read next).
+        scan = _record_input_validity(ctx, _inspect_input(con, layer))
+        regions = _region_table(ctx, crs)
+        aligned = "mask_path" in ctx.crs_decisions.get("x-mapsmith:alignment", {})
+        ctx.crs_decisions.update(
+            {
+                "analysis_crs": crs_label(crs),
+                "reason": "clipped in input_path's CRS, so the input's coordinates are written unchanged"
+                + ("; the mask was transformed to it (see x-mapsmith:alignment)" if aligned else ""),
+            }
+        )
+        table = f"mapsmith_mask_{uuid.uuid4().hex}"
+        con.register(table, regions)
+        g = f"{_name(layer.geometry)}::GEOMETRY"  # the CRS dropped for the test only: the mask is aligned
+        # The geometry column is written as read (its CRS with it); DuckDB keeps the file's row order.
+        (written,) = con.execute(
+            f"COPY (SELECT {', '.join(_name(c) for c in layer.columns)} FROM read_parquet({_text(str(layer.path))}) "
+            f"WHERE ST_Intersects({g}, (SELECT ST_GeomFromWKB(region) FROM {table}))) "
+            f"TO {_text(str(ctx.temp_output))} (FORMAT parquet)"
+        ).fetchone()
+    finally:
+        con.close()
+    written = _declare_geoparquet(ctx.temp_output, layer) if not written else int(written)
+    outside = scan.rows - written
+    ctx.notes.append(
+        f"{info.feature_count} input features: {written} written (clipped to the mask), {outside} lie wholly "
+        "outside the mask, 0 only touch it (their intersection has a lower dimension)"
+    )
+    ctx.parameters["x-mapsmith:features_outside_mask"] = outside
+    ctx.parameters["x-mapsmith:lower_dimension_fragments_dropped"] = 0
+    # A point kept intersects the mask, so its coordinates are finite: valid. With invalid points in the
+    # input the runner counts the output itself rather than rely on that.
+    if scan.invalid == 0:
+        ctx.output_stats = OutputStats(
+            feature_count=written, invalid_count=0, geometry_types=("Point",) if written else ()
+        )
+
+
+# -- reproject_layer ----------------------------------------------------------------------------
+
+
+def _conversion_only(transformer: Any) -> bool:
+    """Whether every step of the chosen operation is a PROJ Conversion (no datum shift, no grid)."""
+    operation = transformer.to_json_dict()
+    steps = operation.get("steps") if operation.get("type") == "ConcatenatedOperation" else [operation]
+    return bool(steps) and all(step.get("type") == "Conversion" for step in steps)
+
+
+def _moved(geometry: str, source_id: str, target_id: str) -> str:
+    """``geometry`` (an expression) transformed and typed with the target CRS, which DuckDB writes as PROJJSON."""
+    return (
+        f"ST_Transform({geometry}, {_text(source_id)}, {_text(target_id)}, always_xy := true)"
+        f"::GEOMETRY({_text(target_id)})"
+    )
+
+
+def _transform_sql(layer: _GeoParquet, source_id: str, target_id: str) -> str:
+    """Every field in file order, the geometry transformed in place."""
+    moved = _moved(f"{_name(layer.geometry)}::GEOMETRY", source_id, target_id)
+    return ", ".join(f"{moved} AS {_name(c)}" if c == layer.geometry else _name(c) for c in layer.columns)
+
+
+def _probe(source_id: str, target: CRS, target_id: str, transformer: Any, bounds: Any) -> str | None:
+    """Run the engine's own SQL on a grid over the extent, write it, read it back: why it differs, or None."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    import duckdb
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import shapely
+    from pyproj import CRS
+
+    xmin, ymin, xmax, ymax = bounds
+    xs, ys = np.meshgrid(np.linspace(xmin, xmax, PROBE_GRID), np.linspace(ymin, ymax, PROBE_GRID))
+    points = shapely.points(xs.ravel(), ys.ravel())
+    want_x, want_y = transformer.transform(xs.ravel(), ys.ravel())
+    with tempfile.TemporaryDirectory(prefix="mapsmith-probe-") as scratch, duckdb_database().cursor() as con:
+        out = Path(scratch) / "probe.parquet"
+        con.register("probe", pa.table({"geometry": pa.array(shapely.to_wkb(points), type=pa.binary())}))
+        select = _moved("ST_GeomFromWKB(geometry)", source_id, target_id) + " AS geometry"
+        try:
+            con.execute(f"COPY (SELECT {select} FROM probe) TO {_text(str(out))} (FORMAT parquet)")
+        except duckdb.Error as exc:
+            return f"DuckDB's ST_Transform from {source_id} to {target_id} failed on the data's extent ({exc})"
+        table = pq.read_table(out)
+        geo = json.loads((table.schema.metadata or {}).get(b"geo") or b"{}")
+    written = geo.get("columns", {}).get("geometry", {}).get("crs")
+    if written is None or not CRS.from_json_dict(written).equals(target):
+        return f"DuckDB writes {target_id} with a definition other than the target CRS's"
+    got = shapely.get_coordinates(shapely.from_wkb(table.column("geometry").to_numpy(zero_copy_only=False)))
+    error = float(np.nanmax(np.abs(got - np.column_stack([want_x, want_y])))) if len(got) == len(points) else None
+    if error is None or not error <= PROBE_TOLERANCE:
+        return (
+            f"DuckDB's ST_Transform from {source_id} to {target_id} differs from the chosen PROJ pipeline by "
+            f"{error if error is not None else 'a dropped point'} units on the data's extent (more than "
+            f"{PROBE_TOLERANCE:g})"
+        )
+    return None
+
+
+def reproject_eligible(ctx: RunContext) -> str | None:
+    """Why DuckDB cannot take this reproject_layer, or None when it can."""
+    problem, layer = _layer_problem(ctx, "reproject_layer", REPROJECT_MIN_ROWS)
+    if problem is not None:
+        return problem
+    assert layer is not None
+    types = _footer_types(layer.path, layer.geometry)
+    if not types or any(t.endswith((" Z", " M", " ZM")) for t in types):
+        declared = ", ".join(types) if types else "no geometry types"
+        return (
+            f"input_path's footer declares {declared}; the DuckDB reproject_layer takes declared 2-D geometries "
+            "only (the GeoPandas engine transforms Z too)"
+        )
+    info = ctx.inputs["input_path"]
+    source = parse_crs(info.crs_wkt)
+    try:
+        target = parse_crs(ctx.arguments["target_crs"])
+        transformer, record = choose_transformer(
+            source, target, info.bounds_lonlat, allow_ballpark=bool(ctx.arguments.get("allow_ballpark", False))
+        )
+    except MapSmithError as exc:
+        return f"the transformation could not be chosen ({exc.code}); the GeoPandas engine reports why"
+    if not _conversion_only(transformer) or record.get("is_ballpark"):
+        return (
+            f"{crs_label(source)} to {crs_label(target)} is not a conversion alone (a datum shift or a grid): DuckDB's "
+            "PROJ could choose another operation than the one recorded"
+        )
+    target_id = crs_label(target)
+    if target_id is None or ":" not in target_id:
+        return f"the target CRS ({target_id}) has no authority code, which is how DuckDB names a CRS"
+    source_id = layer.crs_id or ("OGC:CRS84" if not layer.crs else None)
+    if source_id is None:
+        return "input_path's PROJJSON CRS has no id, which is how DuckDB names a CRS"
+    if info.bounds is None:
+        return "input_path's extent is unknown, so the DuckDB probe has nothing to sample"
+    return _probe(source_id, target, target_id, transformer, info.bounds)
+
+
+def _record_reprojection(ctx: RunContext, source: CRS, target: CRS, record: dict[str, Any]) -> None:
+    """What reproject_ops.reproject_layer records, for a conversion (no ballpark can reach this engine)."""
+    ctx.expected_output_crs = target.to_wkt()
+    ctx.parameters["target_crs"] = crs_label(target)
+    ctx.parameters["allow_ballpark"] = bool(ctx.arguments.get("allow_ballpark", False))
+    ctx.crs_decisions.update(
+        {
+            "analysis_crs": crs_label(target),
+            "reason": f"reprojection requested from {crs_label(source)} to {crs_label(target)}",
+            "source_crs": crs_label(source),
+            "target_crs": crs_label(target),
+            "transformation": record,
+        }
+    )
+    warn_about_transformation(ctx, record, f"{crs_label(source)} to {crs_label(target)}")
+
+
+def reproject_layer_duckdb(ctx: RunContext) -> None:
+    """reproject_layer inside DuckDB: ST_Transform on every row, file to file, the CRS written as the target's.
+
+    The output's validity is not assumed: a transformation can make a valid polygon invalid or a point
+    infinite, so the runner counts it in the written file (verify.facts, in DuckDB).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    _set_engine(ctx)
+    info = ctx.inputs["input_path"]
+    layer = _geoparquet(ctx.paths["input_path"], "input_path")
+    source = parse_crs(info.crs_wkt)
+    target = parse_crs(ctx.arguments["target_crs"])
+    _, record = choose_transformer(
+        source, target, info.bounds_lonlat, allow_ballpark=bool(ctx.arguments.get("allow_ballpark", False))
+    )
+    source_id, target_id = layer.crs_id or "OGC:CRS84", crs_label(target)
+    assert ctx.temp_output is not None and target_id is not None  # both checked by reproject_eligible
+    db = duckdb_database()
+    con, scanner = db.cursor(), db.cursor()
+    try:
+        # The validity scan runs beside the transformation (neither reads the other's result); both are
+        # recorded afterwards, in the GeoPandas engine's order.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            scanning = pool.submit(_inspect_input, scanner, layer)
+            (written,) = con.execute(
+                f"COPY (SELECT {_transform_sql(layer, source_id, target_id)} "
+                f"FROM read_parquet({_text(str(layer.path))})) TO {_text(str(ctx.temp_output))} (FORMAT parquet)"
+            ).fetchone()
+            inspected = scanning.result()
+    finally:
+        con.close()
+        scanner.close()
+    _record_input_validity(ctx, inspected)
+    _record_reprojection(ctx, source, target, record)
+    if not written:  # DuckDB leaves out the GeoParquet metadata when no row has a geometry
+        _declare_geoparquet(ctx.temp_output, dataclasses.replace(layer, crs={"crs": target.to_json_dict()}))
