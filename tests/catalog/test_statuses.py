@@ -1,5 +1,5 @@
 """The statuses issue 21 added: ``none`` (nothing in the catalogue supports the request), ``relaxed``
-(``produces`` alone emptied what the caller's data allows), and ``unsure`` only on real disagreement;
+(``produces`` alone emptied what the caller's data allows), and ``unsure`` on real disagreement or thin support;
 each with its clean twin, the same kind of request without the defect, answered as before."""
 
 from __future__ import annotations
@@ -137,6 +137,9 @@ def test_thin_support_is_unsure_with_candidates_not_none(app: MapSmith) -> None:
     assert declared["status"] == "choose" and declared["support"] == "weak"
     assert any("support: weak" in note for note in declared["notes"])
     assert "count_in_polygons" in _names(declared)
+    # an empty answer (a strict listing a table cannot satisfy) has no candidate to doubt: no mark, no note
+    empty = discover(app, "count the trees in each park", input_kind="table", produces="dataset:raster", relax=False)
+    assert empty["status"] == "empty" and "support" not in empty and empty["notes"] == []
 
 
 def test_clean_twin_a_well_supported_request_is_ranked_without_a_support_mark(app: MapSmith) -> None:

@@ -433,7 +433,7 @@ def discover(
         guesses = {"lexical": _top(lexical_scores, UNSURE_TOP), "vector": _top(vector_scores, UNSURE_TOP)}
     else:
         status = "ranked"
-    if weak and status != "none":
+    if weak and status not in ("none", "empty"):  # an empty answer has no candidate to doubt
         answer["support"] = "weak"
         if status != "unsure":
             notes.append(

@@ -1,8 +1,8 @@
 """Whether a request is supported by the catalogue at all: the evidence behind the ``none`` status.
 
-A ranker always orders something, so "nothing fits" has to be decided apart from ranking. Two signals,
-both computed over the whole catalogue (never only what the facets left, so that a facet cannot turn
-a request into an off-topic one):
+A ranker always orders something, so "nothing fits" has to be decided apart from ranking. The signals are
+computed over the whole catalogue (never only what the facets left, so that a facet cannot turn a request
+into an off-topic one):
 
 * lexical support: the summed BM25 ``idf`` of the request's content words that occur in any entry's
   document (the text the rankers rank on). A common word ("keeps", "before") has a small idf and adds
