@@ -27,6 +27,21 @@ from mapsmith_opensource import layer_common
 from mapsmith_opensource.buffer_ops import SAMPLE_BIN_DEGREES, _sample_cells
 from mapsmith_opensource.layer_common import keep_own_dimension, write_geoparquet
 
+ORIGINAL_TO_PARQUET = gpd.GeoDataFrame.to_parquet
+
+
+@pytest.fixture
+def calls(monkeypatch) -> list[int]:
+    """The row count of every frame GeoPandas' to_parquet writes during the test, in order."""
+    seen: list[int] = []
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(len(self))
+        return ORIGINAL_TO_PARQUET(self, *args, **kwargs)
+
+    monkeypatch.setattr(gpd.GeoDataFrame, "to_parquet", counted)
+    return seen
+
 
 def _registered_wkb_type() -> object | None:
     """geoarrow's WKB extension type as pyarrow has it registered in this process (sedonadb and geoarrow-pyarrow
@@ -55,7 +70,7 @@ def without_registered_geoarrow() -> object:
         pa.register_extension_type(kind)  # type: ignore[arg-type]
 
 
-def test_with_geoarrow_registered_geopandas_writes_the_frame(tmp_path: Path, monkeypatch) -> None:
+def test_with_geoarrow_registered_geopandas_writes_the_frame(tmp_path: Path, monkeypatch, calls: list[int]) -> None:
     # sedonadb registers geoarrow's types when imported (a server that ran a SedonaDB engine): GeoPandas then writes
     # the column's extension metadata its own way, so the whole frame goes to GeoPandas, the same bytes.
     import geoarrow.pyarrow as ga
@@ -68,19 +83,11 @@ def test_with_geoarrow_registered_geopandas_writes_the_frame(tmp_path: Path, mon
     monkeypatch.setattr(layer_common, "FAST_MIN_BYTES", 0)
     monkeypatch.setattr(layer_common, "FAST_MIN_MEAN_BYTES", 0)
     gdf = gpd.GeoDataFrame({"n": [1, 2]}, geometry=[Point(1, 2), box(0, 0, 3, 4)], crs="EPSG:32633")
-    calls: list[int] = []
-    original = gpd.GeoDataFrame.to_parquet
-
-    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(len(self))
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(gpd.GeoDataFrame, "to_parquet", counted)
     try:
         assert _registered_wkb_type() is not None
         write_geoparquet(gdf, tmp_path / "ours.parquet")
         assert calls[-2:] == [0, 2]  # the frame without rows, then GeoPandas writes the whole frame
-        original(gdf, tmp_path / "theirs.parquet", index=False)
+        ORIGINAL_TO_PARQUET(gdf, tmp_path / "theirs.parquet", index=False)
     finally:
         if registered_here:
             pa.unregister_extension_type("geoarrow.wkb")
@@ -186,18 +193,10 @@ def test_two_geometry_columns_go_through_geopandas(tmp_path: Path, every_size: N
 
 
 def test_a_geometry_column_over_the_binary_limit_goes_through_geopandas(
-    tmp_path: Path, monkeypatch, every_size: None
+    tmp_path: Path, monkeypatch, every_size: None, calls: list[int]
 ) -> None:
     # Two 21-byte WKB points are 42 bytes: over a 30-byte limit, under the real one (the clean twin).
     gdf = gpd.GeoDataFrame({"id": [1, 2]}, geometry=[Point(1, 1), Point(2, 2)], crs=32610)
-    calls: list[int] = []
-    original = gpd.GeoDataFrame.to_parquet
-
-    def counted(self, *args, **kwargs):
-        calls.append(len(self))
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(gpd.GeoDataFrame, "to_parquet", counted)
     write_geoparquet(gdf, tmp_path / "under.parquet")
     assert calls == [0]  # only the metadata of the frame without rows came from GeoPandas
     monkeypatch.setattr(layer_common, "BINARY_ARRAY_LIMIT_BYTES", 30)
@@ -206,18 +205,12 @@ def test_a_geometry_column_over_the_binary_limit_goes_through_geopandas(
     assert (tmp_path / "under.parquet").read_bytes() == (tmp_path / "over.parquet").read_bytes()
 
 
-def test_a_small_column_goes_through_geopandas_and_a_large_one_does_not(tmp_path: Path, monkeypatch) -> None:
+def test_a_small_column_goes_through_geopandas_and_a_large_one_does_not(
+    tmp_path: Path, monkeypatch, calls: list[int]
+) -> None:
     # Two points are 2 vertices, 32 bytes by the 16-bytes-a-vertex bound: under a 33-byte threshold GeoPandas
     # writes the whole frame; at 32 (the clean twin) only the frame without rows goes through it.
     gdf = gpd.GeoDataFrame({"id": [1, 2]}, geometry=[Point(1, 1), Point(2, 2)], crs=32610)
-    calls: list[int] = []
-    original = gpd.GeoDataFrame.to_parquet
-
-    def counted(self, *args, **kwargs):
-        calls.append(len(self))
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(gpd.GeoDataFrame, "to_parquet", counted)
     monkeypatch.setattr(layer_common, "FAST_MIN_MEAN_BYTES", 0)
     monkeypatch.setattr(layer_common, "FAST_MIN_BYTES", 33)
     write_geoparquet(gdf, tmp_path / "small.parquet")
@@ -227,18 +220,10 @@ def test_a_small_column_goes_through_geopandas_and_a_large_one_does_not(tmp_path
     assert (tmp_path / "small.parquet").read_bytes() == (tmp_path / "large.parquet").read_bytes()
 
 
-def test_small_values_go_through_geopandas_and_large_ones_do_not(tmp_path: Path, monkeypatch) -> None:
+def test_small_values_go_through_geopandas_and_large_ones_do_not(tmp_path: Path, monkeypatch, calls: list[int]) -> None:
     # A point and a 5-vertex box: 6 vertices, 96 bytes by the bound, 48 a value. A 49-byte mean sends the
     # frame to GeoPandas; a 48-byte mean (the clean twin) builds the column here.
     gdf = gpd.GeoDataFrame({"id": [1, 2]}, geometry=[Point(1, 1), box(0, 0, 1, 1)], crs=32610)
-    calls: list[int] = []
-    original = gpd.GeoDataFrame.to_parquet
-
-    def counted(self, *args, **kwargs):
-        calls.append(len(self))
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(gpd.GeoDataFrame, "to_parquet", counted)
     monkeypatch.setattr(layer_common, "FAST_MIN_BYTES", 0)
     monkeypatch.setattr(layer_common, "FAST_MIN_MEAN_BYTES", 49)
     write_geoparquet(gdf, tmp_path / "small.parquet")
