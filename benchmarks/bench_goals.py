@@ -68,6 +68,14 @@ PRESETS: dict[str, list[str]] = {
         "30000000",
         "--operations",
         ",".join(CAPPED_OPERATIONS),
+        "--engines",
+        "duckdb,sedonadb,spark_cluster",
+        "--mapsmith-stacks",
+        "opensource,sedona",
+        "--mapsmith-engines",
+        "duckdb,sedonadb",
+        "--mapsmith-paths",
+        "api",
         "--memory-cap",
         "8G",
         "--output",
@@ -195,29 +203,37 @@ def _remove(path: Path) -> None:
 # -- the variants of one operation ---------------------------------------------------------------
 
 
-def variants(op: goal_ops.GoalOp, args: argparse.Namespace) -> list[tuple[str, str, str]]:
-    """(variant name, child role, MapSmith stack) for one operation, in the order they run."""
-    out = [
-        (e, e, "")
+def variants(op: goal_ops.GoalOp, args: argparse.Namespace) -> list[tuple[str, str, str, dict[str, str]]]:
+    """(variant name, child role, MapSmith stack, MapSmith's extra environment) for one operation, in the order
+    they run. ``--mapsmith-engines`` adds a MapSmith variant per named engine of the opensource stack
+    (``mapsmith_api@duckdb``: ``MAPSMITH_ENGINE=duckdb``); ``auto`` is the router's own choice."""
+    out: list[tuple[str, str, str, dict[str, str]]] = [
+        (e, e, "", {})
         for e in args.engines
         if (e == "geopandas" or e.removesuffix("_cluster") in op.sql)
         and (not e.startswith("spark") or op.name in args.spark_operations)
     ]
     for stack in args.mapsmith_stacks:
-        for path in args.mapsmith_paths:
-            name = f"mapsmith_{path}" + ("" if stack == "opensource" else f"_{stack}")
-            out.append((name, f"mapsmith_{path}", stack))
+        engines = getattr(args, "mapsmith_engines", None) or ["auto"]
+        for engine in engines if stack == "opensource" else ["auto"]:
+            for path in args.mapsmith_paths:
+                name = f"mapsmith_{path}" + ("" if stack == "opensource" else f"_{stack}")
+                env = {}
+                if engine != "auto":
+                    name += f"@{engine}"
+                    env = {"MAPSMITH_ENGINE": engine}
+                out.append((name, f"mapsmith_{path}", stack, env))
     return out
 
 
 def bench_operation(work: Path, points: int, op: goal_ops.GoalOp, args: argparse.Namespace) -> dict[str, Any]:
     runs = args.runs if points < BIG else args.big_runs
     todo = variants(op, args)
-    runs_by: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in todo}
+    runs_by: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _, _ in todo}
     answers: dict[str, dict[str, Any]] = {}
     manifests: dict[str, bool] = {}
     for _n in range(runs):
-        for name, role, stack in todo:
+        for name, role, stack, engine_env in todo:
             output = work / f"out_{op.name}_{name}{op.output_suffix}"
             spec = {
                 "workspace": str(work),
@@ -227,7 +243,7 @@ def bench_operation(work: Path, points: int, op: goal_ops.GoalOp, args: argparse
                 "stack": stack,
                 "spark_master": args.spark_master if role == "spark_cluster" or stack == "sedona" else args.local,
                 "spark_memory": args.spark_memory,
-                "mapsmith_env": dict(args.mapsmith_env),
+                "mapsmith_env": {**dict(args.mapsmith_env), **engine_env},
             }
             if role == "spark":
                 spec["spark_master"] = args.local
@@ -303,7 +319,7 @@ def eta_seconds(points: int, args: argparse.Namespace, previous: dict[str, Any] 
     total = 0.0
     for name in args.operations:
         op = goal_ops.OPERATIONS[name]
-        for variant, role, stack in variants(op, args):
+        for variant, role, stack, _env in variants(op, args):
             rate = _previous_rate(previous, name, variant)
             startup = ETA_DEFAULT["spark_startup"] if "spark" in role or stack == "sedona" else ETA_DEFAULT["startup"]
             total += runs * (startup + (rate if rate is not None else ETA_DEFAULT["per_million"]) * millions)
@@ -394,6 +410,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--mapsmith-paths", default="api,mcp", help="api, mcp or both")
     parser.add_argument("--mapsmith-stacks", default="opensource", help="opensource and/or sedona (Spark)")
     parser.add_argument(
+        "--mapsmith-engines",
+        default="auto",
+        help="on the opensource stack: auto (the router's choice) and/or engine names, each its own MapSmith "
+        "variant run with MAPSMITH_ENGINE=<name> (e.g. auto,duckdb,sedonadb)",
+    )
+    parser.add_argument(
         "--mapsmith-env",
         action="append",
         default=[],
@@ -446,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args.mapsmith_paths = [p for p in args.mapsmith_paths.split(",") if p]
     args.mapsmith_stacks = [s for s in args.mapsmith_stacks.split(",") if s]
+    args.mapsmith_engines = [e for e in args.mapsmith_engines.split(",") if e]
     args.local = f"local[{len(os.sched_getaffinity(0))}]"
     previous = json.loads(args.output.read_text("utf-8")) if args.output.exists() else None
     total = 0.0

@@ -45,7 +45,10 @@ LEVEL_LABELS = {"work": "work alone", "process": "whole process"}
 
 
 def label(variant: str) -> str:
-    return VARIANT_LABELS.get(variant, variant)
+    """A variant's name in the pages; ``mapsmith_api@duckdb`` is MapSmith with MAPSMITH_ENGINE=duckdb."""
+    base, _, engine = variant.partition("@")
+    text = VARIANT_LABELS.get(base, base)
+    return f"{text}, {VARIANT_LABELS.get(engine, engine)} named" if engine else text
 
 
 def _s(seconds: float) -> str:

@@ -26,6 +26,13 @@ record), measured the same way against the DuckDB engine (inner, CPU seconds / p
 (raw SedonaDB 18.9 s / 551 MiB, raw DuckDB 19.1 s / 943 MiB). It never measured fastest through MapSmith, so
 it is off by default (FILE_MIN_FEATURES None, MAPSMITH_SEDONADB_MIN_FEATURES turns it on) and spatial_join
 stays on DuckDB from DUCKDB_MIN_ROWS, GeoPandas below; its WKB path stays off too (sedonadb_ops.WKB_MIN_FEATURES).
+
+``MAPSMITH_ENGINE`` is the operator's word over those measurements: a comma list of engine names
+(``duckdb``, ``sedonadb`` …) tried first, in that order, by every operation of the chosen stack that has
+them. It reorders, and a named engine's size threshold (the measured size from which it is preferred) no
+longer applies (``named_by_operator``, which those thresholds ask); every other eligibility rule does, and
+a named engine that cannot take the run is passed over with its reason, as any other. The record says
+when the variable chose the engine. An unknown name stops the server at start with the engines it knows.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
 DEFAULT_STACK = "opensource"
+ENGINE_ENV = "MAPSMITH_ENGINE"
 
 UNAVAILABLE_CODES = {
     "missing": "OPERATION_MISSING",
@@ -67,10 +75,13 @@ class EngineChoice:
     impl: OperationImpl
     passed_over: tuple[Mapping[str, str], ...] = ()
     substitution: Mapping[str, Any] | None = None
+    preferred_by: str | None = None  # "MAPSMITH_ENGINE=…" when the chosen engine is one the variable names
 
     def record(self) -> dict[str, Any]:
         """The manifest's account of the choice (under ``x-mapsmith:engine_choice``)."""
         out: dict[str, Any] = {"stack": self.impl.stack, "engine": self.impl.engine}
+        if self.preferred_by:
+            out["preferred_by"] = self.preferred_by
         if self.passed_over:
             out["passed_over"] = [dict(p) for p in self.passed_over]
         if self.substitution:
@@ -83,6 +94,7 @@ class Router:
     host: PluginHost
     stack: str
     fallback_stack: str | None = None
+    preferred_engines: tuple[str, ...] = ()  # MAPSMITH_ENGINE, in its order
     _availability: dict[str, Availability] = field(default_factory=dict)
 
     @classmethod
@@ -97,7 +109,12 @@ class Router:
                     evidence={"variable": var, "value": value, "known": sorted(host.stacks)},
                     hint=f"set {var} to one of: {', '.join(sorted(host.stacks))}",
                 )
-        return cls(host=host, stack=stack, fallback_stack=fallback if fallback != stack else None)
+        return cls(
+            host=host,
+            stack=stack,
+            fallback_stack=fallback if fallback != stack else None,
+            preferred_engines=_preferred_engines(host, environ),
+        )
 
     def availability(self, stack: str) -> Availability:
         """A stack's availability, asked once per process (detection can spawn a subprocess)."""
@@ -216,12 +233,23 @@ class Router:
         )
 
     def choose_engine(self, candidates: Candidates, ctx: RunContext) -> EngineChoice:
-        """The most preferred eligible engine for this run; every engine passed over is recorded."""
+        """The most preferred eligible engine for this run (MAPSMITH_ENGINE's engines first, in its order);
+        every engine passed over is recorded."""
+        order = list(candidates.impls)
+        if self.preferred_engines:
+            rank = {name: n for n, name in enumerate(self.preferred_engines)}
+            # sorted() is stable: the engines the variable does not name keep their measured order
+            order.sort(key=lambda impl: rank.get(impl.engine, len(rank)))
         passed_over: list[dict[str, str]] = []
-        for impl in candidates.impls:
+        for impl in order:
             reason = impl.eligible(ctx) if impl.eligible else None
             if reason is None:
-                return EngineChoice(impl, tuple(passed_over), candidates.substitution)
+                by = (
+                    f"{ENGINE_ENV}={','.join(self.preferred_engines)}"
+                    if impl.engine in self.preferred_engines
+                    else None
+                )
+                return EngineChoice(impl, tuple(passed_over), candidates.substitution, by)
             passed_over.append({"engine": impl.engine, "reason": reason})
         raise EngineError(
             f"no engine of the {candidates.stack} stack can take this input for {candidates.operation}",
@@ -229,3 +257,27 @@ class Router:
             evidence={"passed_over": passed_over},
             hint="; ".join(p["reason"] for p in passed_over),
         )
+
+
+def named_by_operator(ctx: RunContext, engine: str) -> bool:
+    """Whether MAPSMITH_ENGINE names ``engine``: its size threshold, a preference measured on other runs,
+    then gives way to the operator's word (its other eligibility rules do not)."""
+    environ = getattr(ctx, "environ", None) or {}
+    return engine in {n.strip() for n in environ.get(ENGINE_ENV, "").split(",")}
+
+
+def _preferred_engines(host: PluginHost, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """MAPSMITH_ENGINE's names, each one an engine some operation registers; else a ConfigurationError."""
+    names = tuple(n.strip() for n in environ.get(ENGINE_ENV, "").split(",") if n.strip())
+    if not names:
+        return ()  # nothing to check, and no toolbox loaded to list the engines (QGIS costs seconds)
+    known = sorted({impl.engine for impls in host.implementations.values() for impl in impls})
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigurationError(
+            f"{ENGINE_ENV} names {', '.join(map(repr, unknown))}, which no operation registers as an engine",
+            code="UNKNOWN_ENGINE",
+            evidence={"variable": ENGINE_ENV, "value": environ.get(ENGINE_ENV, ""), "unknown": unknown, "known": known},
+            hint=f"set {ENGINE_ENV} to engine names from: {', '.join(known)} (comma separated), or unset it",
+        )
+    return names

@@ -229,3 +229,41 @@ def _registry_names() -> dict:
     from mapsmith import registry
 
     return vars(registry)
+
+
+def test_the_operators_engine_order_goes_first_and_is_recorded(workspace: Path) -> None:
+    # The same projected 1 km square: toy-fast by measured preference, toy-slow when MAPSMITH_ENGINE names it.
+    write_layer(workspace / "proj.gpkg", [box(0, 0, 1000, 1000)], "EPSG:6933", id=[1])
+    app = make(workspace, MAPSMITH_STACK="toy", MAPSMITH_ENGINE="toy-slow")
+    slow = app.run("measure_area", {"input_path": "proj.gpkg", "output_path": "a.gpkg"})
+    assert slow.engine["name"] == "toy-slow"
+    assert slow.answer["total_area_m2"] == pytest.approx(1_000_000, rel=1e-4)
+    choice = manifest(workspace / "a.gpkg")["x-mapsmith:engine_choice"]
+    assert choice == {"stack": "toy", "engine": "toy-slow", "preferred_by": "MAPSMITH_ENGINE=toy-slow"}
+    # the clean twin: without the variable the measured order stands and nothing is claimed
+    fast = make(workspace, MAPSMITH_STACK="toy").run(
+        "measure_area", {"input_path": "proj.gpkg", "output_path": "b.gpkg"}
+    )
+    assert fast.engine["name"] == "toy-fast"
+    assert manifest(workspace / "b.gpkg")["x-mapsmith:engine_choice"] == {"stack": "toy", "engine": "toy-fast"}
+
+
+def test_a_named_engine_that_cannot_take_the_input_is_passed_over_with_its_reason(workspace: Path) -> None:
+    write_layer(workspace / "geo.gpkg", [box(10, 45, 10.01, 45.01)], "EPSG:4326", id=[1])
+    app = make(workspace, MAPSMITH_STACK="toy", MAPSMITH_ENGINE="toy-fast")
+    result = app.run("measure_area", {"input_path": "geo.gpkg", "output_path": "c.gpkg"})
+    assert result.engine["name"] == "toy-slow"
+    choice = manifest(workspace / "c.gpkg")["x-mapsmith:engine_choice"]
+    assert choice["passed_over"] == [{"engine": "toy-fast", "reason": "toy-fast needs a projected CRS"}]
+    assert "preferred_by" not in choice  # toy-slow was not the variable's choice
+
+
+def test_an_unknown_engine_name_is_a_startup_error_listing_the_known_ones(workspace: Path) -> None:
+    with pytest.raises(ConfigurationError) as err:
+        make(workspace, MAPSMITH_ENGINE="duckdb, postgis")
+    assert err.value.code == "UNKNOWN_ENGINE"
+    assert err.value.evidence["unknown"] == ["postgis"]
+    assert {"duckdb", "geopandas", "sedonadb", "toy-fast", "toy-slow"} <= set(err.value.evidence["known"])
+    assert "duckdb" in err.value.hint
+    # the clean twin: known names in any spacing start the service
+    assert make(workspace, MAPSMITH_ENGINE=" duckdb , geopandas").router.preferred_engines == ("duckdb", "geopandas")

@@ -250,6 +250,18 @@ def test_variants_follow_the_engines_and_spark_operations() -> None:
         "mapsmith_api_sedona",
         "mapsmith_mcp_sedona",
     ]
+    # each engine named for the opensource stack is a variant of its own, run with MAPSMITH_ENGINE
+    named = bench_goals.variants(goal_ops.OPERATIONS["spatial_join"], _args(mapsmith_engines=["auto", "sedonadb"]))
+    mine = [(v[0], v[3]) for v in named if v[0].startswith("mapsmith")]
+    assert mine == [
+        ("mapsmith_api", {}),
+        ("mapsmith_mcp", {}),
+        ("mapsmith_api@sedonadb", {"MAPSMITH_ENGINE": "sedonadb"}),
+        ("mapsmith_mcp@sedonadb", {"MAPSMITH_ENGINE": "sedonadb"}),
+        ("mapsmith_api_sedona", {}),
+        ("mapsmith_mcp_sedona", {}),
+    ]
+    assert render_goals.label("mapsmith_api@sedonadb") == "MapSmith, Python API, SedonaDB named"
     # Spark alone is left out of an operation not in --spark-operations
     buffer = [v[0] for v in bench_goals.variants(goal_ops.OPERATIONS["buffer_layer"], _args())]
     assert "spark" not in buffer and "duckdb" in buffer
@@ -265,6 +277,9 @@ def test_presets_name_the_full_capped_and_cluster_runs() -> None:
     capped = bench_goals.parse(["--preset", "capped"])
     assert capped.memory_cap == "8G" and capped.points == "30000000"
     assert capped.operations == "spatial_join,count_in_polygons"
+    # the goal's three engines through MapSmith: DuckDB and SedonaDB named, and the Spark cluster
+    assert capped.engines == "duckdb,sedonadb,spark_cluster" and capped.mapsmith_engines == "duckdb,sedonadb"
+    assert capped.mapsmith_stacks == "opensource,sedona"
     cluster = bench_goals.parse(["--preset", "cluster-100m"])
     assert cluster.points == "100000000" and cluster.partitioned and "spark_cluster" in cluster.engines
     assert cluster.mapsmith_stacks == "sedona"

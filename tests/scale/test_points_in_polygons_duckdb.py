@@ -237,3 +237,15 @@ def test_empty_polygons_still_count_the_points(apps, workspace: Path) -> None:  
         "points_counted": 0,
         "points_without_geometry": 2,
     }
+
+
+def test_the_operator_can_put_duckdb_first_without_touching_the_registrations(make_app, workspace: Path) -> None:  # type: ignore[no-untyped-def]
+    # MAPSMITH_ENGINE=duckdb: the DuckDB engine runs at this size (its preference is below GeoPandas') and
+    # gives the hand counts of the module docstring.
+    write_case(workspace)
+    arguments = {"input_path": "zones.parquet", "points_path": "points.parquet", "output_path": "e.parquet"}
+    result = make_app(MAPSMITH_ENGINE="duckdb").run("count_in_polygons", arguments)
+    assert result.engine["name"] == "duckdb"
+    assert read(workspace / "e.parquet")["point_count"].tolist() == [2, 2]
+    assert (result.answer["total_point_count"], result.answer["distinct_point_count"]) == (4, 3)
+    assert manifest(workspace / "e.parquet")["x-mapsmith:engine_choice"]["preferred_by"] == "MAPSMITH_ENGINE=duckdb"

@@ -336,3 +336,21 @@ def test_by_default_duckdb_keeps_spatial_join_and_the_manifest_says_why_sedonadb
     )
     assert "; the WKB path: SedonaDB's spatial_join (the WKB path) was never measured faster" in passed["reason"]
     assert _pairs(_table(data / "d.parquet")) == CASES["intersects_left"][1]
+
+
+def test_the_operator_can_name_sedonadb_and_its_size_threshold_gives_way(
+    make_app: Callable[..., Any], data: Path
+) -> None:
+    """MAPSMITH_ENGINE=sedonadb with no threshold variable: SedonaDB file to file (threshold None) takes the 6
+    points, gives the hand rows, and the note says why it ran; the same request without it runs GeoPandas."""
+    result = _run(make_app, {**JOIN, "how": "left"}, "o.parquet", MAPSMITH_ENGINE="sedonadb")
+    assert result.engine["name"] == "sedonadb"
+    record = manifest(data / "o.parquet")
+    assert record["x-mapsmith:engine_choice"] == {
+        "stack": "opensource",
+        "engine": "sedonadb",
+        "preferred_by": "MAPSMITH_ENGINE=sedonadb",
+    }
+    assert any("MAPSMITH_ENGINE names sedonadb, which sets its size threshold aside" in n for n in record["notes"])
+    assert _pairs(_table(data / "o.parquet")) == CASES["intersects_left"][1]
+    assert _run(make_app, {**JOIN, "how": "left"}, "p.parquet").engine["name"] == "geopandas"

@@ -134,6 +134,7 @@ VOCABULARY: dict[str, Extension] = {
     "x-mapsmith:engine_choice": Extension(
         "record key",
         "Which stack and engine the router chose (`stack`, `engine`), the engines it passed over and why, "
+        "`preferred_by` (`MAPSMITH_ENGINE=…`) when the chosen engine is one the operator's variable puts first, "
         "and any substitution of another stack allowed by `MAPSMITH_FALLBACK_STACK`.",
     ),
     "x-mapsmith:warnings": Extension(

@@ -129,8 +129,12 @@ def _too_small(
     ctx: RunContext, rows: int, default: int | None, what: str, measured_by: str = "benchmarks/bench_scale.py"
 ) -> str | None:
     """Why ``rows`` features are too few for SedonaDB on this path, or None (``measured_by``: where the
-    measurement behind a threshold of None is)."""
+    measurement behind a threshold of None is). None as well when MAPSMITH_ENGINE names sedonadb."""
+    from mapsmith.router import named_by_operator
+
     threshold = min_features(ctx, default)
+    if named_by_operator(ctx, "sedonadb"):
+        return None
     if threshold is None:
         return (
             f"{what} was never measured faster than DuckDB or GeoPandas ({measured_by}), so it runs only "
@@ -183,9 +187,18 @@ def _record_choice(ctx: RunContext, keys: tuple[str, str], default: int | None =
         default = DIRECT_MIN_FEATURES if _direct_path(ctx) else WKB_MIN_FEATURES
     ctx.notes.append(
         f"engine: SedonaDB ran because it is installed, both inputs are in {first.crs_label}, and the larger input "
-        f"has {rows:,} features, at least the {min_features(ctx, default):,} from which it is preferred to DuckDB "
-        f"and GeoPandas ({MIN_FEATURES_ENV} overrides)"
+        f"has {rows:,} features, {size_reason(ctx, default, 'DuckDB and GeoPandas')}"
     )
+
+
+def size_reason(ctx: RunContext, default: int | None, others: str) -> str:
+    """The size half of a "why SedonaDB ran" note: the threshold it met, or MAPSMITH_ENGINE naming it."""
+    from mapsmith.router import ENGINE_ENV, named_by_operator
+
+    threshold = min_features(ctx, default)
+    if named_by_operator(ctx, "sedonadb") and (threshold is None or threshold > 0):
+        return f"and {ENGINE_ENV} names sedonadb, which sets its size threshold aside"
+    return f"at least the {threshold or 0:,} from which it is preferred to {others} ({MIN_FEATURES_ENV} overrides)"
 
 
 def _direct_path(ctx: RunContext) -> bool:

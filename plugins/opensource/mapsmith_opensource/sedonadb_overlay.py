@@ -14,7 +14,6 @@ from mapsmith_opensource.registration import Registration
 from mapsmith_opensource.sedonadb_ops import (
     DISSOLVE_MIN_FEATURES,
     ENGINE,
-    MIN_FEATURES_ENV,
     OVERLAY_MIN_FEATURES,
     SEDONADB_FIX,
     SEDONADB_PREFERENCE,
@@ -24,8 +23,8 @@ from mapsmith_opensource.sedonadb_ops import (
     _geometry_views,
     _set_engine,
     _too_small,
-    min_features,
     missing_modules,
+    size_reason,
 )
 
 if TYPE_CHECKING:
@@ -144,8 +143,7 @@ def dissolve_layer_sedonadb(ctx: RunContext) -> None:
     info = ctx.inputs["input_path"]
     ctx.notes.append(
         f"engine: SedonaDB ran because it is installed, input_path's CRS ({info.crs_label}) is known, and it has "
-        f"{info.feature_count or 0:,} features, at least the {min_features(ctx, DISSOLVE_MIN_FEATURES):,} from "
-        f"which it is preferred to GeoPandas ({MIN_FEATURES_ENV} set it)"
+        f"{info.feature_count or 0:,} features, {size_reason(ctx, DISSOLVE_MIN_FEATURES, 'GeoPandas')}"
     )
     ctx.set_engine(ENGINE, sedonadb.__version__, **{"geoarrow-pyarrow": metadata.version("geoarrow-pyarrow")})
     ctx.engine_components.update(engine_versions())

@@ -162,9 +162,11 @@ def _layer_problem(ctx: RunContext, operation: str, min_rows: int) -> tuple[str 
         return f"output_path is {given!r}; the DuckDB {operation} writes one GeoParquet (.parquet) file", None
     if info.crs_wkt is None:
         return f"the DuckDB {operation} takes only layers whose CRS is known", None
+    from mapsmith.router import named_by_operator
+
     rows = info.feature_count or 0
     min_rows = min_features(ctx, min_rows)
-    if rows < min_rows:
+    if rows < min_rows and not named_by_operator(ctx, "duckdb"):
         return f"input_path has {rows:,} features, fewer than the {min_rows:,} from which DuckDB is preferred", None
     derived = getattr(ctx, "derived", None)
     carried = [f.name for f in derived.in_output(info.fields)] if derived is not None else []

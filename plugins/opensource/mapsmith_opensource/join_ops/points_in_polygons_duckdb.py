@@ -56,10 +56,11 @@ def eligible(ctx: RunContext) -> str | None:
             f"input_path is in {first.crs_label} and points_path in {second.crs_label}; the DuckDB engine matches only "
             "layers in one CRS (GeoPandas aligns points_path first, recorded)"
         )
+    from mapsmith.router import named_by_operator
     from mapsmith_opensource.join_ops.spatial_join_duckdb import DUCKDB_MIN_ROWS  # read now: tests lower it
 
     rows = second.feature_count or 0
-    if rows < DUCKDB_MIN_ROWS:
+    if rows < DUCKDB_MIN_ROWS and not named_by_operator(ctx, "duckdb"):
         return f"points_path has {rows:,} features, fewer than the {DUCKDB_MIN_ROWS:,} from which DuckDB is preferred"
     return None
 

@@ -18,6 +18,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import linear_unit_metres
+from mapsmith.router import named_by_operator
 from mapsmith_opensource import io
 from mapsmith_opensource.common import (
     INVALID_ROWS_SHOWN,
@@ -233,7 +234,7 @@ def duckdb_join_eligible(ctx: RunContext) -> str | None:
         return problem
     first, second = ctx.inputs["input_path"], ctx.inputs["join_path"]
     rows = max(first.feature_count or 0, second.feature_count or 0)
-    if rows < DUCKDB_MIN_ROWS:
+    if rows < DUCKDB_MIN_ROWS and not named_by_operator(ctx, "duckdb"):
         return (
             f"the larger input has {rows} features, fewer than the {DUCKDB_MIN_ROWS:,} for which the DuckDB "
             "engine is considered"
