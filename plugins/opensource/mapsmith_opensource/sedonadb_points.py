@@ -78,6 +78,14 @@ AGGREGATE_PATH_NOTE = (
     "polygon and per point (GROUP BY GROUPING SETS): one row per polygon came back, no point and no (polygon, point) "
     "pair; the polygons were read, checked and written by the GeoPandas engine's code"
 )
+PLAIN_AGGREGATE_PATH_NOTE = (
+    "engine path: direct, aggregated -- SedonaDB read points_path itself (GeoParquet), matched the points with the "
+    "polygons and aggregated the matches per polygon in one query, and counted its null, empty and invalid "
+    "geometries in a second: the polygons' interiors being pairwise disjoint and no point on a polygon's "
+    "boundary, no point can be in two polygons, so none was grouped by point (points_in_polygons_sql.aggregate); "
+    "one row per polygon came back, no point and no (polygon, point) pair; the polygons were read, checked and "
+    "written by the GeoPandas engine's code"
+)
 _quote = sql.quote
 
 
@@ -219,6 +227,7 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
     suffix = uuid.uuid4().hex
     points, zones = f"mapsmith_points_{suffix}", f"mapsmith_polygons_{suffix}"
     g = sql.quote(geometry)
+    plain = False
     # Both layers' CRS are equal (eligibility); SedonaDB compares CRS by name, so both sides go without one.
     # The point ids number the points only to tell them apart (a point in several polygons), not by position.
     relation = (
@@ -232,15 +241,24 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
             found = sql.read_point_facts(sd.sql(scan).to_arrow_table(), 0)
         else:
             sd.create_data_frame(_table(polygons.geometry.values)).to_view(zones)
-            table = sd.sql(sql.aggregate_sql(relation, zones)).to_arrow_table()
-            found = sql.read_aggregated(table, len(polygons))
+            # WHERE: a null geometry meets no polygon anyway, and without a filter SedonaDB 0.5 plans a one-row
+            # file's projection with the column's type lost ("st_setsrid(binary, int64): No kernel")
+            light = (
+                f"(SELECT ST_SetSRID({g}, 0) AS g, {sql.as_double(value_field)} AS v FROM {points} "
+                f"WHERE {g} IS NOT NULL)"
+            )
+            scan = sql.points_scan_sql(points, g, sql.as_double(value_field))
+            found, plain = sql.aggregate(
+                lambda q: sd.sql(q).to_arrow_table(), (relation, zones), light, zones, scan, polygons.geometry
+            )
     finally:
         for name in (points, zones):
             try:
                 sd.drop_view(name)
             except Exception:  # never registered (the failure above is the one to report)
                 pass
-    points_ops.record_aggregated(ctx, polygons.crs, found, path, geometry, AGGREGATE_PATH_NOTE)
+    note = PLAIN_AGGREGATE_PATH_NOTE if len(polygons) and plain else AGGREGATE_PATH_NOTE
+    points_ops.record_aggregated(ctx, polygons.crs, found, path, geometry, note)
     return polygons, found
 
 

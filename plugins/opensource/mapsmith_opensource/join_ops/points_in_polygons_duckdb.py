@@ -36,6 +36,14 @@ PATH_NOTE = (
     "polygon and per point (GROUP BY GROUPING SETS): one row per polygon came back, no point and no (polygon, point) "
     "pair; the polygons were read, checked and written by the GeoPandas engine's code"
 )
+PLAIN_PATH_NOTE = (
+    "engine path: direct, aggregated -- DuckDB read points_path itself (GeoParquet), matched the points with the "
+    "polygons and aggregated the matches per polygon in one query, and counted its null, empty and invalid "
+    "geometries in a second: the polygons' interiors being pairwise disjoint and no point on a polygon's "
+    "boundary, no point can be in two polygons, so none was grouped by point (points_in_polygons_sql.aggregate); "
+    "one row per polygon came back, no point and no (polygon, point) pair; the polygons were read, checked and "
+    "written by the GeoPandas engine's code"
+)
 
 
 def eligible(ctx: RunContext) -> str | None:
@@ -91,6 +99,7 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
     geometry = json.loads(pq.read_schema(path).metadata[b"geo"])["primary_column"]
     shared._refuse_existing(ctx, polygons, new_fields)
     require_valid(ctx, polygons, "input_path", shared.UNDEFINED_ON_INVALID)
+    plain = False
     source = "read_parquet(" + "'" + str(path).replace("'", "''") + "', file_row_number = true)"
     g = f"{sql.quote(geometry)}::GEOMETRY"  # the CRS dropped: both layers' are equal (eligibility)
     relation = (
@@ -107,11 +116,16 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
             found = sql.read_point_facts(con.execute(scan).to_arrow_table(), 0)
         else:
             con.register(zones, arrow)
-            query = sql.aggregate_sql(relation, f"(SELECT n, ST_GeomFromWKB(wkb) AS g FROM {zones})")
-            found = sql.read_aggregated(con.execute(query).to_arrow_table(), len(polygons))
+            shapes = f"(SELECT n, ST_GeomFromWKB(wkb) AS g FROM {zones})"
+            light = f"(SELECT {g} AS g, {sql.as_double(value_field)} AS v FROM {source})"
+            scan = sql.points_scan_sql(source, g, sql.as_double(value_field))
+            found, plain = sql.aggregate(
+                lambda q: con.execute(q).to_arrow_table(), (relation, shapes), light, shapes, scan, polygons.geometry
+            )
     finally:
         con.close()
-    points_ops.record_aggregated(ctx, polygons.crs, found, path, geometry, PATH_NOTE)
+    note = PLAIN_PATH_NOTE if len(polygons) and plain else PATH_NOTE
+    points_ops.record_aggregated(ctx, polygons.crs, found, path, geometry, note)
     return polygons, found
 
 

@@ -1,0 +1,185 @@
+"""count_in_polygons and summarize_points_in_polygons on DuckDB and SedonaDB when no point can be in two
+polygons: one per-polygon query and one scan of the points' facts, no grouping by point
+(points_in_polygons_sql.aggregate), with the GeoPandas engine's answer and record.
+
+Local grid in EPSG:32610 (x0 = 500,000 E, y0 = 5,000,000 N), a unit a metre:
+
+    Z1 = 0..100 x 0..100, Z2 = 100..200 x 0..100 (they share the edge x = 100: interiors disjoint)
+    points: Q0 (50,50) in Z1, v 1; Q1 (150,50) in Z2, v NaN; Q2 (160,60) in Z2, v 5; Q3 no geometry, v 7;
+            Q4 (900,900) in no zone, v 9; Q5 (150, NaN), invalid (GEOS: Invalid Coordinate), meets no zone, v 2
+
+Worked by hand: Z1 holds Q0, Z2 holds Q1 and Q2: counts [1, 2], 3 points counted, 3 in no polygon (one of
+them without geometry), none in several. Z2's values are NaN (left out, counted as null) and 5. The traps are
+the same layers with a point on the shared edge (R (100,20)) and with overlapping zones: then a point may be
+in two polygons and the GROUPING SETS query runs instead, with its counts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from shapely.geometry import Point, box
+
+from layers import manifest, read, write_layer
+
+X0, Y0 = 500_000, 5_000_000
+UTM = "EPSG:32610"
+ENGINES = [
+    "duckdb",
+    pytest.param(
+        "sedonadb",
+        marks=pytest.mark.skipif(importlib.util.find_spec("sedonadb") is None, reason="SedonaDB not installed"),
+    ),
+]
+
+
+def g(x: float, y: float) -> tuple[float, float]:
+    return X0 + x, Y0 + y
+
+
+def write_case(workspace: Path, zones: list[Any] | None = None, extra: list[tuple[Any, float]] = ()) -> None:  # type: ignore[assignment]
+    zones = zones or [box(*g(0, 0), *g(100, 100)), box(*g(100, 0), *g(200, 100))]
+    write_layer(workspace / "zones.parquet", zones, UTM, zid=[f"Z{n + 1}" for n in range(len(zones))])
+    points = [
+        (Point(g(50, 50)), 1.0),
+        (Point(g(150, 50)), float("nan")),
+        (Point(g(160, 60)), 5.0),
+        (None, 7.0),
+        (Point(g(900, 900)), 9.0),
+        (Point(g(150, math.nan)), 2.0),
+        *extra,
+    ]
+    write_layer(
+        workspace / "points.parquet",
+        [p for p, _ in points],
+        UTM,
+        pid=[f"Q{n}" for n in range(len(points))],
+        v=[v for _, v in points],
+    )
+
+
+ARGS = {"input_path": "zones.parquet", "points_path": "points.parquet"}
+TIMING = "x-mapsmith:engine_seconds"
+
+
+def _path_note(workspace: Path, name: str) -> str:
+    (note,) = [n for n in manifest(workspace / name)["notes"] if n.startswith("engine path:")]
+    return note
+
+
+def _same_record(workspace: Path, got: str, ref: str) -> None:
+    mine, theirs = manifest(workspace / got), manifest(workspace / ref)
+    assert {k: v for k, v in mine["parameters"].items() if k != TIMING} == {
+        k: v for k, v in theirs["parameters"].items() if k != TIMING
+    }
+    assert mine["crs_decisions"] == theirs["crs_decisions"]
+    assert mine["verification"] == theirs["verification"]
+    assert [n for n in mine["notes"] if "points lie" in n or "lie in at least" in n] == [
+        n for n in theirs["notes"] if "points lie" in n or "lie in at least" in n
+    ]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_count_without_grouping_by_point_gives_the_hand_counts(
+    make_app: Callable[..., Any], workspace: Path, engine: str
+) -> None:
+    write_case(workspace)
+    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "c.parquet"})
+    assert result.engine["name"] == engine
+    assert "no point can be in two polygons, so none was grouped by point" in _path_note(workspace, "c.parquet")
+    assert read(workspace / "c.parquet")["point_count"].tolist() == [1, 2]
+    expected = {
+        "polygons": 2,
+        "points": 6,
+        "points_counted": 3,
+        "points_in_no_polygon": 3,
+        "points_without_geometry": 1,
+        "points_in_several_polygons": 0,
+        "points_in_overlapping_polygons": 0,
+        "points_on_shared_boundaries": 0,
+        "polygons_with_no_points": 0,
+        "total_point_count": 3,
+        "distinct_point_count": 3,
+    }
+    assert {k: result.answer[k] for k in expected} == expected
+    (validity,) = [
+        c
+        for c in manifest(workspace / "c.parquet")["verification"]
+        if c["name"] == "x-mapsmith:input_geometry_valid" and c.get("argument") == "points_path"
+    ]
+    assert "1 of 6 geometries invalid (first feature indices [5]; Invalid Coordinate)" in validity["detail"]
+    # the GeoPandas engine on the same request records the same
+    ref = make_app(MAPSMITH_SEDONADB_MIN_FEATURES=str(10**12)).run(
+        "count_in_polygons", {**ARGS, "output_path": "ref.parquet"}
+    )
+    assert ref.engine["name"] == "geopandas"
+    assert {k: ref.answer[k] for k in expected} == expected
+    _same_record(workspace, "c.parquet", "ref.parquet")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_summary_without_grouping_by_point_leaves_out_nan(
+    make_app: Callable[..., Any], workspace: Path, engine: str
+) -> None:
+    import pandas as pd
+
+    write_case(workspace)
+    args = {**ARGS, "field": "v", "statistics": "mean,sum,min,max,count"}
+    result = make_app(MAPSMITH_ENGINE=engine).run("summarize_points_in_polygons", {**args, "output_path": "s.parquet"})
+    assert result.engine["name"] == engine
+    assert "none was grouped by point" in _path_note(workspace, "s.parquet")
+    out = read(workspace / "s.parquet")
+    assert out["v_count"].tolist() == [1, 1]  # Z2: Q1's NaN left out
+    assert out["v_sum"].tolist() == [1.0, 5.0]
+    assert out["v_mean"].tolist() == [1.0, 5.0]
+    assert out["v_null_count"].tolist() == [0, 1]
+    assert result.answer["points_with_null_value"] == 1  # Q1 (NaN)
+    ref = make_app(MAPSMITH_SEDONADB_MIN_FEATURES=str(10**12))
+    ref.run("summarize_points_in_polygons", {**args, "output_path": "ref.parquet"})
+    _same_record(workspace, "s.parquet", "ref.parquet")
+    pd.testing.assert_frame_equal(out, read(workspace / "ref.parquet"))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_point_on_a_shared_edge_takes_the_grouping_sets_query(
+    make_app: Callable[..., Any], workspace: Path, engine: str
+) -> None:
+    """Trap: R (100,20) on the edge Z1 and Z2 share is in both: counts [2, 3], R counted twice, once in each."""
+    write_case(workspace, extra=[(Point(g(100, 20)), 4.0)])
+    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "e.parquet"})
+    assert result.engine["name"] == engine
+    assert "GROUP BY GROUPING SETS" in _path_note(workspace, "e.parquet")
+    assert read(workspace / "e.parquet")["point_count"].tolist() == [2, 3]
+    assert result.answer["points_in_several_polygons"] == 1
+    assert result.answer["points_on_shared_boundaries"] == 1
+    assert (result.answer["total_point_count"], result.answer["distinct_point_count"]) == (5, 4)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_overlapping_zones_take_the_grouping_sets_query(
+    make_app: Callable[..., Any], workspace: Path, engine: str
+) -> None:
+    """Trap: Z2 widened to 90..200 overlaps Z1 (90..100): no point lies in the overlap, but one could, so the
+    per-point grouping runs; counts [1, 2] as before."""
+    zones = [box(*g(0, 0), *g(100, 100)), box(*g(90, 0), *g(200, 100))]
+    write_case(workspace, zones=zones)
+    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "o.parquet"})
+    assert "GROUP BY GROUPING SETS" in _path_note(workspace, "o.parquet")
+    assert read(workspace / "o.parquet")["point_count"].tolist() == [1, 2]
+    assert result.answer["points_in_several_polygons"] == 0
+
+
+def test_interiors_disjoint_by_hand() -> None:
+    from mapsmith_opensource.join_ops.points_in_polygons_sql import interiors_disjoint
+
+    a, edge, corner = box(0, 0, 1, 1), box(1, 0, 2, 1), box(1, 1, 2, 2)
+    assert interiors_disjoint([a, edge, corner])  # sharing an edge or a corner only
+    assert interiors_disjoint([a])
+    assert not interiors_disjoint([a, box(0.5, 0.5, 1.5, 1.5)])  # overlap
+    assert not interiors_disjoint([box(0, 0, 4, 4), box(1, 1, 2, 2), box(10, 10, 11, 11)])  # one inside another
+    assert not interiors_disjoint([a, box(0, 0, 1, 1)])  # the same square twice
