@@ -172,3 +172,36 @@ def test_inspect_with_validity_never_loads_a_geodataframe(
     assert found.bounds == (0.0, 0.0, 2.0, 3.0)  # the bow-tie reaches x = 2; C reaches y = 3
     clean = io.inspect(twin, validity=True)
     assert (clean.feature_count, clean.invalid_count, clean.bounds) == (3, 0, (0.0, 0.0, 3.0, 3.0))
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".gpkg"])
+def test_a_header_read_without_validity_scans_types_and_extent_but_not_validity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """A file with no bbox in its header is scanned for its extent and types only: the bow-tie's extent
+    (0..2 x 0..3 with C) and types are found, validity is neither counted nor reported, and nothing asks
+    GEOS whether a geometry is valid. The same file with validity asked finds the one invalid (the twin)."""
+    import shapely
+
+    from mapsmith.verify import facts as facts_module
+    from mapsmith_opensource import io
+
+    path = write_layer(tmp_path / f"bow{suffix}", [A, BOW, C], UTM, fid_=[0, 1, 2])
+    sql: list[bool] = []
+    real_sql = facts_module.facts_sql
+    monkeypatch.setattr(facts_module, "facts_sql", lambda s, g, v=True: sql.append(v) or real_sql(s, g, v))
+    for way in ("duckdb", "streaming"):
+        if way == "streaming":
+            monkeypatch.setattr(io, "_duckdb_facts", lambda *a, **k: None)
+            monkeypatch.setattr(shapely, "is_valid", lambda *a, **k: (_ for _ in ()).throw(AssertionError("asked")))
+        found = io.scan_facts(path, validity=False)
+        assert (found.rows, found.invalid, found.geometry_types, found.bounds) == (
+            3,
+            0,
+            ("Polygon",),
+            (0.0, 0.0, 2.0, 3.0),
+        ), way
+    if suffix == ".parquet":
+        assert sql == [False]  # the DuckDB way was asked without ST_IsValid
+    monkeypatch.undo()
+    assert io.scan_facts(path).invalid == 1

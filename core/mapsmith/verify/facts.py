@@ -62,7 +62,7 @@ def type_name(engine_name: str) -> str:
     return _BY_UPPER.get(key, engine_name)
 
 
-def facts_sql(source: str, geometry: str) -> str:
+def facts_sql(source: str, geometry: str, validity: bool = True) -> str:
     """One query for every fact, over ``source`` (a table, view or ``read_parquet(...)``) whose
     geometry column is ``geometry`` (quoted by the caller, cast to the engine's geometry type if needed).
 
@@ -71,9 +71,12 @@ def facts_sql(source: str, geometry: str) -> str:
     present geometries; ST_XMin and friends ignore nulls.
     """
     g = geometry
+    # Without ``validity`` the invalid count is 0, not counted: for a header read that wants only the types
+    # and extent (ST_IsValid was a third of the query's time on 1,000,000 points).
+    invalid = f"count(*) FILTER (WHERE NOT ST_IsValid({g}))" if validity else "CAST(0 AS BIGINT)"
     return (
         f"SELECT count(*) AS rows, count(*) FILTER (WHERE {g} IS NULL OR ST_IsEmpty({g})) AS missing, "
-        f"count(*) FILTER (WHERE NOT ST_IsValid({g})) AS invalid, "
+        f"{invalid} AS invalid, "
         f"array_agg(DISTINCT ST_GeometryType({g})) FILTER (WHERE {g} IS NOT NULL AND NOT ST_IsEmpty({g})) AS types, "
         f"min(ST_XMin({g})) AS xmin, min(ST_YMin({g})) AS ymin, max(ST_XMax({g})) AS xmax, max(ST_YMax({g})) AS ymax "
         f"FROM {source}"

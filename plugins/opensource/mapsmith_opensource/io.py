@@ -378,7 +378,7 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
         # No geometry column at all (a CSV or spreadsheet): a table, described without a geometry scan.
         return _table_info(path, driver, layer, layers, count, fields)
     if validity or not types or set(types) & GENERIC_TYPES or bounds is None:
-        facts = scan_facts(path, layer)
+        facts = scan_facts(path, layer, validity=validity)
         # An empty layer's declared 'Unknown' is not a geometry type: it holds none.
         types = (
             facts.geometry_types if facts.rows - facts.missing else tuple(t for t in types if t not in GENERIC_TYPES)
@@ -444,22 +444,23 @@ def _geometry_batches(path: Path, layer: str | None) -> Iterator[Any]:
             yield shapely.from_wkb(batch.column(batch.schema.get_field_index(name)).to_numpy(zero_copy_only=False))
 
 
-def scan_facts(path: Path, layer: str | None = None) -> OutputFacts:
+def scan_facts(path: Path, layer: str | None = None, *, validity: bool = True) -> OutputFacts:
     """The facts the output checks read (count, missing, invalid, types, extent), never loading the layer.
 
     GeoParquet with WKB geometries is asked in DuckDB (verify.facts.facts_sql): on benchmarks/bench_scale.py's
     1,000,000 points it took 0.75 s of CPU against 2.75 s for the streaming pass, with the same facts.
     Every other format, and a file DuckDB cannot read, takes the streaming pass.
-    tests/scale/test_check_parity.py holds both ways to the same facts and checks.
+    tests/scale/test_check_parity.py holds both ways to the same facts and checks. Without ``validity``
+    (a header read that wants the types and extent only) the invalid count is 0, not counted.
     """
     if is_parquet(path) and path.suffix.lower() != ".zip":
-        found = _duckdb_facts(path)
+        found = _duckdb_facts(path, validity)
         if found is not None:
             return found
-    return stream_facts(path, layer)
+    return stream_facts(path, layer, validity=validity)
 
 
-def _duckdb_facts(path: Path) -> OutputFacts | None:
+def _duckdb_facts(path: Path, validity: bool = True) -> OutputFacts | None:
     """verify.facts' query in DuckDB over a WKB GeoParquet file, or None where DuckDB cannot answer it
     (another encoding, a geometry its reader refuses): the streaming pass then answers the same question."""
     import duckdb
@@ -476,7 +477,7 @@ def _duckdb_facts(path: Path) -> OutputFacts | None:
     source = "read_parquet('" + str(path).replace("'", "''") + "')"
     try:
         with duckdb_database().cursor() as con:
-            cursor = con.execute(facts_sql(source, f"{name}::GEOMETRY"))
+            cursor = con.execute(facts_sql(source, f"{name}::GEOMETRY", validity))
             row = cursor.fetchone()
             names = [d[0] for d in cursor.description]
     except duckdb.Error:
@@ -490,7 +491,7 @@ def _parquet_metadata(path: Path) -> Any:
     return pq.read_metadata(path)
 
 
-def stream_facts(path: Path, layer: str | None = None) -> OutputFacts:
+def stream_facts(path: Path, layer: str | None = None, *, validity: bool = True) -> OutputFacts:
     """The same facts in one streaming pass over the file in Arrow batches (shapely on each batch),
     never holding more than a batch: verify.facts' other way, beside the engine's query."""
     import numpy as np
@@ -507,7 +508,7 @@ def stream_facts(path: Path, layer: str | None = None) -> OutputFacts:
             absent = shapely.is_missing(geoms) | shapely.is_empty(geoms)
             missing += int(absent.sum())
             present = geoms[~absent]
-            invalid += int((~shapely.is_valid(present)).sum())
+            invalid += int((~shapely.is_valid(present)).sum()) if validity else 0
             type_ids.update(shapely.get_type_id(present).tolist())
             if len(present):
                 box = shapely.bounds(present)
