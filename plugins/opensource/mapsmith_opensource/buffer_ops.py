@@ -268,8 +268,20 @@ def _single(
                 ctx.crs_decisions.pop(key, None)
             ctx.warnings[:] = [w for w in ctx.warnings if w.code != "WIDE_LAYER_FOR_UTM"]
             raise _OtherCRS(metric.crs, error)
+    import geopandas as gpd
+    import shapely
+
+    from mapsmith_opensource import chunked
+
     units = metric.units(distance)
-    plane = metric.frame.geometry.buffer(units, quad_segs=segments)
+    # GeoSeries.buffer's own shapely call, on every core (chunked: the same buffers, element for element)
+    frame = metric.frame
+    plane = gpd.GeoSeries(
+        chunked.apply(shapely.buffer, frame.geometry.values, units, quad_segs=segments),
+        index=frame.index,
+        crs=frame.crs,
+        name=frame.geometry.name,
+    )
     ctx.parameters["x-mapsmith:distance_in_analysis_units"] = units
     out = metric.back(ctx, metric.frame.set_geometry(plane))
     if error is None:

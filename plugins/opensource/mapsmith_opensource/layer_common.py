@@ -293,8 +293,10 @@ def write_geoparquet(gdf: gpd.GeoDataFrame, path: Any) -> None:
         # which this writer does not reproduce byte for byte, so GeoPandas writes it.
         gdf.to_parquet(path, index=False)
         return
-    # GeoPandas writes ISO WKB (GEOS >= 3.10, which shapely 2 wheels carry).
-    wkb = shapely.to_wkb(geoms, flavor="iso")
+    from mapsmith_opensource import chunked
+
+    # GeoPandas writes ISO WKB (GEOS >= 3.10, which shapely 2 wheels carry); chunked: on every core.
+    wkb = chunked.apply(shapely.to_wkb, geoms, flavor="iso")
     present = ~shapely.is_missing(geoms)
     everywhere = bool(present.all())
     lengths = np.zeros(len(wkb), dtype=np.int64)
