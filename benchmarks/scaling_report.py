@@ -137,6 +137,74 @@ def cluster_run_projection(f: dict[str, Any]) -> list[str]:
     ]
 
 
+CLUSTER_VARIANT = "mapsmith_api_sedona"  # MapSmith's Python API on the sedona stack, on the cluster
+
+
+def cluster_figures(cluster: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per operation, MapSmith's measured run on the cluster: points, work and whole-process seconds, peak
+    memory (driver, JVMs and executors summed), start-up (the whole process less the work) and its rate in
+    points per core-second over the machine's cores (the cluster's workers share them)."""
+    cores = cluster["machine"]["nproc"]
+    out: dict[str, dict[str, float]] = {}
+    for size in cluster["sizes"]:
+        for operation, op in size["operations"].items():
+            v = op["variants"].get(CLUSTER_VARIANT, {})
+            if "median_seconds" not in v:
+                continue
+            out[operation] = {
+                "points": size["points"],
+                "seconds": v["median_seconds"],
+                "process_seconds": v["median_process_seconds"],
+                "peak_mib": v["peak_rss_mib"],
+                "startup_seconds": max(0.0, v["median_process_seconds"] - v["median_seconds"]),
+                "points_per_core_second": size["points"] / (v["median_seconds"] * cores),
+            }
+    return out
+
+
+def cluster_cost(cluster: dict[str, Any], f: dict[str, Any]) -> list[str]:
+    """The billion-point cost redone from the cluster run: MapSmith's measured rate per operation, carried to
+    TARGET_POINTS on CLUSTER_CORES, beside the rate the one-machine plan above assumed."""
+    measured = cluster_figures(cluster)
+    lines = ["## The billion, redone from the cluster run", ""]
+    if not measured:
+        return [*lines, "MapSmith did not finish on the cluster, so nothing is redone from it.", ""]
+    cores = cluster["machine"]["nproc"]
+    local = f.get("mapsmith_spark", {}).get("points_per_core_second")
+    lines += [
+        f"MapSmith's own runs on the standalone cluster ({cluster['parameters']['spark_cluster_master']}, its "
+        f"workers sharing this machine's {cores} cores), checks, digests and manifest included, carried to "
+        f"{TARGET_POINTS:,} points at the rate measured (points per core-second over the {cores} cores), with the "
+        "start-up measured there (the whole process less the work) paid once:",
+        "",
+        "| operation | points | work | whole process | peak memory (GiB) | points per core-second | "
+        + " | ".join(f"{c} cores: time, vCPU-hours, cost" for c in CLUSTER_CORES)
+        + " |",
+        "|---|---:|---:|---:|---:|---:|" + "---:|" * len(CLUSTER_CORES),
+    ]
+    for operation, m in measured.items():
+        cells = []
+        for c in CLUSTER_CORES:
+            seconds = TARGET_POINTS / m["points_per_core_second"] / c + m["startup_seconds"]
+            vcpu_hours = seconds * c / 3600
+            cells.append(f"{_duration(seconds)}, {vcpu_hours:,.1f}, ${vcpu_hours * PRICE_PER_VCPU_HOUR:,.2f}")
+        lines.append(
+            f"| `{operation}` | {m['points']:,} | {_duration(m['seconds'])} | {_duration(m['process_seconds'])} | "
+            f"{_gib(m['peak_mib'])} | {m['points_per_core_second']:,.0f} | " + " | ".join(cells) + " |"
+        )
+    lines.append("")
+    join = measured.get("spatial_join")
+    if join and local:
+        lines += [
+            f"The one-machine plan above assumed {local:,.0f} points per core-second for `spatial_join` (Spark in "
+            f"local mode, {f['largest']:,} points); the cluster run measured {join['points_per_core_second']:,.0f}, "
+            f"{join['points_per_core_second'] / local:,.2f} times that. The cost at the assumed price "
+            f"(${PRICE_PER_VCPU_HOUR:.2f} per vCPU-hour) scales by the inverse.",
+            "",
+        ]
+    return lines
+
+
 def render(
     r: dict[str, Any] | None = None,
     capped: dict[str, Any] | None = None,
@@ -162,8 +230,7 @@ def _finish(
     more: tuple[dict[str, Any], ...] = (),
 ) -> str:
     lines = [*lines, *goals_scaling_section(goals, cluster, more)]
-    if cluster is None:
-        lines += cluster_run_projection(f)
+    lines += cluster_run_projection(f) if cluster is None else cluster_cost(cluster, f)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -392,3 +392,38 @@ def test_capped_scale_results_are_consistent() -> None:
                 assert run["peak_rss_mib"] <= cap_mib
             else:
                 assert run["outcome"].startswith("ran out of memory") and "seconds" not in run
+
+
+def test_the_billion_is_redone_from_the_cluster_run_by_hand() -> None:
+    """A made-up cluster record: spatial_join took 1,000 s of work (1,030 s whole) for 100M points on 2 cores,
+    count_in_polygons did not finish. By hand: 100,000,000 / (1,000 x 2) = 50,000 points per core-second,
+    start-up 30 s; a billion on 64 cores is 1e9 / 50,000 / 64 = 312.5 s + 30 = 342.5 s (5.7 min),
+    342.5 x 64 / 3600 = 6.09 vCPU-hours, $0.30 at $0.05; on 256 cores 78.125 + 30 = 108.1 s, 7.69 vCPU-hours,
+    $0.38."""
+    scaling = _scaling_module()
+    run = {"median_seconds": 1000.0, "median_process_seconds": 1030.0, "peak_rss_mib": 4096.0}
+    cluster = {
+        "machine": {"nproc": 2},
+        "parameters": {"spark_cluster_master": "spark://127.0.0.1:7077"},
+        "sizes": [
+            {
+                "points": 100_000_000,
+                "operations": {
+                    "spatial_join": {"variants": {"mapsmith_api_sedona": run}},
+                    "count_in_polygons": {"variants": {"mapsmith_api_sedona": {"runs": 1, "finished": 0}}},
+                },
+            }
+        ],
+    }
+    measured = scaling.cluster_figures(cluster)
+    assert list(measured) == ["spatial_join"]
+    assert measured["spatial_join"]["points_per_core_second"] == pytest.approx(50_000)
+    assert measured["spatial_join"]["startup_seconds"] == pytest.approx(30)
+    text = "\n".join(
+        scaling.cluster_cost(cluster, {"mapsmith_spark": {"points_per_core_second": 25_000}, "largest": 1})
+    )
+    assert (
+        "| `spatial_join` | 100,000,000 | 16.7 min | 17.2 min | 4.0 | 50,000 | 5.7 min, 6.1, $0.30 | 108 s, 7.7, $0.38 |"
+        in text
+    )
+    assert "measured 50,000, 2.00 times that" in text
