@@ -183,3 +183,35 @@ def test_interiors_disjoint_by_hand() -> None:
     assert not interiors_disjoint([a, box(0.5, 0.5, 1.5, 1.5)])  # overlap
     assert not interiors_disjoint([box(0, 0, 4, 4), box(1, 1, 2, 2), box(10, 10, 11, 11)])  # one inside another
     assert not interiors_disjoint([a, box(0, 0, 1, 1)])  # the same square twice
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_multipoint_across_two_zones_takes_the_grouping_sets_query(
+    make_app: Callable[..., Any], workspace: Path, engine: str
+) -> None:
+    """Trap: M, a multipoint with one member in Z1 (20,20) and one in Z2 (180,20), both in the interiors of
+    disjoint zones, is one feature in two polygons: counts [2, 3], 4 points counted (Q0, Q1, Q2, M), M in
+    several. The plain queries would count it as two points; the layer's types (MultiPoint) send the run to the
+    per-point grouping, and the GeoPandas engine gives the same."""
+    from shapely.geometry import MultiPoint
+
+    write_case(workspace, extra=[(MultiPoint([g(20, 20), g(180, 20)]), 3.0)])
+    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "m.parquet"})
+    assert result.engine["name"] == engine
+    assert "GROUP BY GROUPING SETS" in _path_note(workspace, "m.parquet")
+    assert read(workspace / "m.parquet")["point_count"].tolist() == [2, 3]
+    assert (result.answer["points_counted"], result.answer["points_in_several_polygons"]) == (4, 1)
+    assert (result.answer["total_point_count"], result.answer["distinct_point_count"]) == (5, 4)
+    ref = make_app(MAPSMITH_SEDONADB_MIN_FEATURES=str(10**12)).run(
+        "count_in_polygons", {**ARGS, "output_path": "mref.parquet"}
+    )
+    keys = ("points_counted", "points_in_several_polygons", "total_point_count", "distinct_point_count")
+    assert {k: ref.answer[k] for k in keys} == {k: result.answer[k] for k in keys}
+
+
+def test_only_single_points_allow_the_plain_queries() -> None:
+    from mapsmith_opensource.join_ops.points_in_polygons_sql import single_points
+
+    assert single_points(("Point",)) and single_points(("Point Z",))
+    assert not single_points(("MultiPoint",)) and not single_points(("Point", "MultiPoint"))
+    assert not single_points(()) and not single_points(None)  # unknown types: the safe query

@@ -249,7 +249,13 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
             )
             scan = sql.points_scan_sql(points, g, sql.as_double(value_field))
             found, plain = sql.aggregate(
-                lambda q: sd.sql(q).to_arrow_table(), (relation, zones), light, zones, scan, polygons.geometry
+                lambda q: sd.sql(q).to_arrow_table(),
+                (relation, zones),
+                light,
+                zones,
+                scan,
+                polygons.geometry,
+                sql.single_points(ctx.inputs["points_path"].geometry_types),
             )
     finally:
         for name in (points, zones):

@@ -120,7 +120,13 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
             light = f"(SELECT {g} AS g, {sql.as_double(value_field)} AS v FROM {source})"
             scan = sql.points_scan_sql(source, g, sql.as_double(value_field))
             found, plain = sql.aggregate(
-                lambda q: con.execute(q).to_arrow_table(), (relation, shapes), light, shapes, scan, polygons.geometry
+                lambda q: con.execute(q).to_arrow_table(),
+                (relation, shapes),
+                light,
+                shapes,
+                scan,
+                polygons.geometry,
+                sql.single_points(ctx.inputs["points_path"].geometry_types),
             )
     finally:
         con.close()

@@ -19,11 +19,12 @@ Measured for issue 22 on 1,000,000 points and benchmarks/scale_data.make_parcels
 whole MapSmith runs, CPU seconds of the process (medians of 3, interleaved, load average 7-14 from a benchmark
 beside them): SedonaDB 5.15 s by the two plain queries against 6.11 s by the GROUPING SETS one, DuckDB 7.57 s
 against 10.09 s; the same answers.
-So ``aggregate`` first asks whether any point can be in two polygons: when the polygons' interiors are
-pairwise disjoint (tested here, in GEOS, on the polygons already read) a point in two polygons lies on the
-boundary of one of them, and the per-polygon query counts the pairs whose point is not in the polygon's
-interior. With none, no point is in two polygons, the per-polygon rows are the whole answer and a second,
-plain scan counts the points' facts. Otherwise the one GROUPING SETS query above runs, as before. Each
+So ``aggregate`` first asks whether any point can be in two polygons. When the layer holds single points
+(a multipoint's members can lie in two polygons' interiors) and the polygons' interiors are pairwise
+disjoint (tested here, in GEOS, on the polygons already read), a point in two polygons lies on the boundary
+of one of them, and the per-polygon query counts the pairs whose point is not in the polygon's interior.
+With none, no point is in two polygons, the per-polygon rows are the whole answer and a second, plain scan
+counts the points' facts. Otherwise the one GROUPING SETS query above runs, as before. Each
 query reads the points once: SedonaDB 0.5 loses a geometry column's type when a plan reads the same
 relation twice ("st_setsrid(binary, int64): No kernel").
 """
@@ -126,17 +127,30 @@ def interiors_disjoint(geometries: Any) -> bool:
     return not bool(shapely.relate_pattern(geoms[left], geoms[right], "T********").any()) if len(left) else True
 
 
+def single_points(geometry_types: Any) -> bool:
+    """Whether a points layer's declared types are single points only: a multipoint's members may lie in the
+    interiors of two disjoint polygons, so only single points let ``aggregate`` skip the grouping by point."""
+    types = tuple(geometry_types or ())
+    return bool(types) and all(str(t).split(" ")[0] == "Point" for t in types)
+
+
 def aggregate(
-    run: Callable[[str], Any], full: tuple[str, str], light: str, zones: str, scan: str, polygons: Any
+    run: Callable[[str], Any],
+    full: tuple[str, str],
+    light: str,
+    zones: str,
+    scan: str,
+    polygons: Any,
+    points_are_single: bool,
 ) -> tuple[Aggregated, bool]:
     """The aggregate of ``polygons`` (a GeoSeries, the zones' rows), by two plain queries when no point can be
     in two polygons, else by aggregate_sql; True when the plain queries gave it. ``run`` executes a query and
     returns an Arrow table; ``full`` is aggregate_sql's (points, zones), ``light`` the points as g and v,
-    ``scan`` points_scan_sql's query."""
+    ``scan`` points_scan_sql's query; ``points_are_single``: single_points of the points layer's types."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if interiors_disjoint(polygons.values):
+    if points_are_single and interiors_disjoint(polygons.values):
         rows = run(polygon_rows_sql(light, zones))
         if pc.sum(rows.column("edge")).as_py() in (None, 0):
             facts = read_point_facts(run(scan), len(polygons)).facts
