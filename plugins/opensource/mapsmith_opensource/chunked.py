@@ -14,21 +14,15 @@ What this module must never do: change a result, reorder elements, or start thre
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+# One thread per core this process may use: the same count the digests use.
+from mapsmith.provenance.digests import digest_workers as workers
+
 # Below this many elements a chunk's thread costs more than it saves.
 MIN_CHUNK = 50_000
-
-
-def workers() -> int:
-    """Threads at once: one per core this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def apply(func: Callable[..., Any], geoms: Any, *args: Any, **kwargs: Any) -> Any:
