@@ -169,9 +169,13 @@ ENGINE_ERROR_CODES: dict[str, str] = {
     "Exception": "ENGINE_FAILED",
     "BaseException": "ENGINE_FAILED",
 }
+# Engines that raise one exception type for every failure: the start of its message tells the kind.
+ENGINE_MESSAGE_CODES: dict[tuple[str, str], str] = {
+    ("SedonaError", "Resources exhausted"): "ENGINE_OUT_OF_MEMORY",  # DataFusion's memory pool said no
+}
 ENGINE_ERROR_HINTS: dict[str, str] = {
     "ENGINE_OUT_OF_MEMORY": "the engine ran out of memory: work on a smaller extent (clip_layer, select_features) "
-    "or fewer features, or raise the memory limit",
+    "or fewer features, or raise the memory limit (SedonaDB's: MAPSMITH_SEDONADB_MEMORY)",
     "ENGINE_FILE_MISSING": "a file the engine needed was not there when it ran (moved or deleted meanwhile); "
     "check the paths (describe_dataset) and run again",
     "ENGINE_PATH_IS_DIRECTORY": "a path the engine wrote or read is a folder; write to a file path inside the "
@@ -240,7 +244,12 @@ def _table_key(exc: BaseException) -> str:
 
 
 def engine_error_code(exc: BaseException) -> str:
-    """The table's code for ``exc``: the first class of its MRO the table names, else ENGINE_FAILED."""
+    """The table's code for ``exc``: by its type and message (ENGINE_MESSAGE_CODES), else the first class of its
+    MRO the table names, else ENGINE_FAILED."""
+    text = str(exc)
+    for (kind, start), code in ENGINE_MESSAGE_CODES.items():
+        if type(exc).__name__ == kind and text.startswith(start):
+            return code
     return ENGINE_ERROR_CODES[_table_key(exc)]
 
 
@@ -252,12 +261,12 @@ def translate_engine_error(
     The message and evidence carry the exception's type and its text, host paths redacted; the
     original stays reachable as ``__cause__`` for logs on the server's side.
     """
-    key = _table_key(exc)
+    code = engine_error_code(exc)
     text = redact_paths(str(exc), workspace_root)
     kind = type(exc).__name__
     return EngineError(
         f"{engine} failed in {operation}: {kind}: {text}" if text else f"{engine} failed in {operation}: {kind}",
-        code=ENGINE_ERROR_CODES[key],
+        code=code,
         evidence={"engine": engine, "operation": operation, "exception": kind, "error": text[:500]},
-        hint=ENGINE_ERROR_HINTS[ENGINE_ERROR_CODES[key]],
+        hint=ENGINE_ERROR_HINTS[code],
     )

@@ -45,12 +45,13 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import mapsmith_sedona
+from mapsmith_opensource import engine_memory
 from mapsmith_opensource.common import engine_versions
 from mapsmith_opensource.join_ops import spatial_join as spatial_join_ops
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
     import numpy as np
 
@@ -86,6 +87,9 @@ DISSOLVE_MIN_FEATURES: int | None = None
 OVERLAY_MIN_FEATURES: int | None = None  # overlay_layers' intersection on SedonaDB: not measured either
 NEAREST_MIN_FEATURES: int | None = None  # nearest_join's planar search on SedonaDB: not measured either
 SEDONADB_MIN_FEATURES = DIRECT_MIN_FEATURES  # the smallest default threshold (what `server_info` readers see)
+# What a SedonaDB context may hold before it spills (engine_memory: measured at 30M points under an 8 GiB cap).
+MEMORY_ENV = "MAPSMITH_SEDONADB_MEMORY"
+MEMORY_SHARE = 0.5
 MIN_FEATURES_ENV = "MAPSMITH_SEDONADB_MIN_FEATURES"  # overrides the threshold (tests set it to 0)
 # join_ops' predicate names (the GeoPandas engine's) -> the SQL functions SedonaDB shares with DuckDB
 PREDICATES = spatial_join_ops.SPATIAL_PREDICATES
@@ -189,6 +193,7 @@ def _record_choice(ctx: RunContext, keys: tuple[str, str], default: int | None =
         f"engine: SedonaDB ran because it is installed, both inputs are in {first.crs_label}, and the larger input "
         f"has {rows:,} features, {size_reason(ctx, default, 'DuckDB and GeoPandas')}"
     )
+    ctx.notes.append(f"SedonaDB's memory limit: {memory_limit(ctx.environ).how}")
 
 
 def size_reason(ctx: RunContext, default: int | None, others: str) -> str:
@@ -215,13 +220,35 @@ def wkb_join_eligible(ctx: RunContext) -> str | None:
 # -- the pair search ---------------------------------------------------------------------------
 
 
+_LIMIT: dict[str, engine_memory.Limit] = {}
+
+
+def memory_limit(environ: Mapping[str, str]) -> engine_memory.Limit:
+    """The memory limit of this process's SedonaDB contexts: worked out once, from the settings of the first
+    run that asks (``_record_choice``, before any context is made), as the contexts live as long as the process."""
+    if "limit" not in _LIMIT:
+        _LIMIT["limit"] = engine_memory.engine_limit(environ, MEMORY_ENV, MEMORY_SHARE, "SedonaDB")
+    return _LIMIT["limit"]
+
+
+def new_context() -> Any:
+    """A SedonaDB context with this process's memory limit (spilling to disk beyond it)."""
+    import os
+
+    import sedonadb
+
+    sd = sedonadb.connect()
+    limit = memory_limit(os.environ)
+    if limit.bytes is not None:
+        sd.options.memory_limit = limit.bytes
+    return sd
+
+
 @cache
 def _connection() -> Any:
     """One SedonaDB context per process (importing sedonadb takes about 0.9 s); each run registers
     views of its own names, so concurrent runs do not see each other's tables."""
-    import sedonadb
-
-    return sedonadb.connect()
+    return new_context()
 
 
 def _set_engine(ctx: RunContext, keys: tuple[str, str], default: int | None = None) -> None:

@@ -126,9 +126,7 @@ def _context() -> Any:
 
     One partition per file scan keeps ``row_number() OVER ()`` in file order; a sort-merge join merges the
     sorted pairs with input_path without holding either side."""
-    import sedonadb
-
-    sd = sedonadb.connect()
+    sd = sedonadb_ops.new_context()
     sd.sql("SET datafusion.optimizer.repartition_file_scans = false").execute()
     sd.sql("SET datafusion.optimizer.prefer_hash_join = false").execute()
     return sd

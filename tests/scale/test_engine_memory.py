@@ -1,0 +1,198 @@
+"""An engine's memory limit (mapsmith_opensource.engine_memory) and SedonaDB running under it.
+
+The cgroup files are written by hand in a temporary folder laid out as /sys/fs/cgroup is: the limit a process
+has is the smallest over its group and the group's ancestors (v1 ``memory.limit_in_bytes``, v2
+``memory.max``, where ``max`` means none).
+
+The SedonaDB case (worked by hand): 40,000 points on a 200 x 200 grid of 1 m cells (x, y = 0.5 .. 199.5)
+and two overlapping squares, A = 0..100 x 0..200 (holds the 100 x 200 = 20,000 points with x < 100) and
+B = 50..150 x 0..200 (the 20,000 with 50 < x < 150). Counts [20000, 20000]; 30,000 distinct points counted
+(x < 150), 10,000 of them (50 < x < 100) in both, inside both interiors; 10,000 in none. The per-point
+grouping (GROUPING SETS) holds 40,000 groups. Under a limit it must answer as without one (the clean twin), and
+under one too small to work within it must refuse with ENGINE_OUT_OF_MEMORY, never answer otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import shapely
+from shapely.geometry import box
+
+from layers import manifest, read, write_layer
+from mapsmith.errors import ConfigurationError, MapSmithError
+from mapsmith_opensource import engine_memory
+
+X0, Y0 = 500_000, 5_000_000
+UTM = "EPSG:32610"
+GIB = 2**30
+
+
+def _tree(tmp: Path, lines: str, files: dict[str, str]) -> tuple[Path, Path]:
+    proc = tmp / "cgroup"
+    proc.write_text(lines)
+    root = tmp / "fs"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return proc, root
+
+
+def test_v1_limit_is_the_smallest_over_the_group_and_its_ancestors(tmp_path: Path) -> None:
+    proc, root = _tree(
+        tmp_path,
+        "4:memory:/jobs/run7\n3:cpuset:/\n0::/\n",
+        {
+            "memory/memory.limit_in_bytes": "9223372036854771712",  # v1's "no limit"
+            "memory/jobs/memory.limit_in_bytes": str(12 * GIB),
+            "memory/jobs/run7/memory.limit_in_bytes": str(8 * GIB),
+        },
+    )
+    assert engine_memory.cgroup_limit(proc, root) == 8 * GIB
+
+
+def test_v2_max_means_none_and_a_parent_limit_still_holds(tmp_path: Path) -> None:
+    proc, root = _tree(tmp_path, "0::/svc/worker\n", {"svc/worker/memory.max": "max", "svc/memory.max": str(2 * GIB)})
+    assert engine_memory.cgroup_limit(proc, root) == 2 * GIB
+
+
+def test_no_memory_controller_and_no_file_is_no_limit(tmp_path: Path) -> None:
+    proc, root = _tree(tmp_path, "3:cpuset:/\n", {})
+    assert engine_memory.cgroup_limit(proc, root) is None
+    assert engine_memory.cgroup_limit(tmp_path / "missing", root) is None
+
+
+def test_machine_memory_is_read_from_meminfo(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24683584 kB\nMemFree:        1000 kB\n")
+    assert engine_memory.machine_memory(meminfo) == 24683584 * 1024
+
+
+def test_the_setting_the_share_and_unlimited(monkeypatch: pytest.MonkeyPatch) -> None:
+    var = "MAPSMITH_SEDONADB_MEMORY"
+    assert engine_memory.engine_limit({var: "512MiB"}, var, 0.5, "SedonaDB").bytes == 512 * 2**20
+    assert engine_memory.engine_limit({var: "1.5GB"}, var, 0.5, "SedonaDB").bytes == int(1.5 * GIB)
+    assert engine_memory.engine_limit({var: "unlimited"}, var, 0.5, "SedonaDB").bytes is None
+    monkeypatch.setattr(engine_memory, "process_memory", lambda: (8 * GIB, "its memory cgroup's 8.0 GiB limit"))
+    default = engine_memory.engine_limit({}, var, 0.5, "SedonaDB")
+    assert default.bytes == 4 * GIB
+    assert default.how.startswith("4.0 GiB, 50% of its memory cgroup's 8.0 GiB limit")
+
+
+@pytest.mark.parametrize("raw", ["lots", "0GB", "-1GB", "4"])
+def test_a_setting_that_is_not_a_size_is_refused(raw: str) -> None:
+    var = "MAPSMITH_SEDONADB_MEMORY"
+    with pytest.raises(ConfigurationError) as caught:
+        engine_memory.engine_limit({var: raw}, var, 0.5, "SedonaDB")
+    assert caught.value.code == "ENGINE_MEMORY_INVALID"
+    assert caught.value.evidence == {"variable": var, "value": raw}
+
+
+# -- SedonaDB under a limit -----------------------------------------------------------------------
+
+sedonadb_only = pytest.mark.skipif(importlib.util.find_spec("sedonadb") is None, reason="SedonaDB not installed")
+
+
+@pytest.fixture
+def fresh_contexts() -> Iterator[None]:
+    """SedonaDB's contexts and their limit live as long as the process: each test here starts without them."""
+    from mapsmith_opensource import sedonadb_ops
+    from mapsmith_opensource.join_ops import spatial_join_sedonadb
+
+    def clear() -> None:
+        sedonadb_ops._LIMIT.clear()
+        sedonadb_ops._connection.cache_clear()
+        spatial_join_sedonadb._context.cache_clear()
+
+    clear()
+    yield
+    clear()
+
+
+def _write_grid(workspace: Path) -> None:
+    xs, ys = np.meshgrid(np.arange(200) + 0.5, np.arange(200) + 0.5)
+    write_layer(workspace / "points.parquet", list(shapely.points(X0 + xs.ravel(), Y0 + ys.ravel())), UTM)
+    write_layer(
+        workspace / "zones.parquet",
+        [box(X0, Y0, X0 + 100, Y0 + 200), box(X0 + 50, Y0, X0 + 150, Y0 + 200)],
+        UTM,
+        zid=["A", "B"],
+    )
+
+
+def _count(make_app: Callable[..., Any], workspace: Path, out: str, **env: str) -> Any:
+    app = make_app(MAPSMITH_ENGINE="sedonadb", **env)
+    return app.run(
+        "count_in_polygons", {"input_path": "zones.parquet", "points_path": "points.parquet", "output_path": out}
+    )
+
+
+@sedonadb_only
+@pytest.mark.usefixtures("fresh_contexts")
+def test_sedonadb_under_a_limit_it_spills_within_gives_the_hand_counts(
+    make_app: Callable[..., Any], workspace: Path
+) -> None:
+    _write_grid(workspace)
+    result = _count(make_app, workspace, "spilled.parquet", MAPSMITH_SEDONADB_MEMORY="256MiB")
+    assert result.engine["name"] == "sedonadb"
+    assert read(workspace / "spilled.parquet")["point_count"].tolist() == [20000, 20000]
+    assert (result.answer["distinct_point_count"], result.answer["total_point_count"]) == (30000, 40000)
+    notes = [n for n in manifest(workspace / "spilled.parquet")["notes"] if n.startswith("SedonaDB's memory")]
+    assert notes == [
+        "SedonaDB's memory limit: 0.2 GiB (MAPSMITH_SEDONADB_MEMORY=256MiB); beyond it SedonaDB spills to disk"
+    ]
+
+
+@sedonadb_only
+@pytest.mark.usefixtures("fresh_contexts")
+def test_a_limit_too_small_to_spill_within_is_refused_as_out_of_memory(
+    make_app: Callable[..., Any], workspace: Path
+) -> None:
+    """Measured: from 1 MiB to 32 MiB SedonaDB 0.5 cannot hold the polygons' index or sort its spill here."""
+    _write_grid(workspace)
+    with pytest.raises(MapSmithError) as caught:
+        _count(make_app, workspace, "tight.parquet", MAPSMITH_SEDONADB_MEMORY="1MiB")
+    assert caught.value.code == "ENGINE_OUT_OF_MEMORY"
+    assert caught.value.evidence["error"].startswith("Resources exhausted")
+    assert "MAPSMITH_SEDONADB_MEMORY" in (caught.value.hint or "")
+    assert not (workspace / "tight.parquet").exists()
+
+
+@sedonadb_only
+@pytest.mark.usefixtures("fresh_contexts")
+def test_sedonadb_with_no_limit_gives_the_hand_counts(make_app: Callable[..., Any], workspace: Path) -> None:
+    _write_grid(workspace)
+    result = _count(make_app, workspace, "free.parquet", MAPSMITH_SEDONADB_MEMORY="unlimited")
+    assert result.engine["name"] == "sedonadb"
+    assert read(workspace / "free.parquet")["point_count"].tolist() == [20000, 20000]
+    assert result.answer["distinct_point_count"] == 30000
+    notes = [n for n in manifest(workspace / "free.parquet")["notes"] if n.startswith("SedonaDB's memory")]
+    assert notes == ["SedonaDB's memory limit: none (MAPSMITH_SEDONADB_MEMORY=unlimited)"]
+
+
+@sedonadb_only
+@pytest.mark.usefixtures("fresh_contexts")
+def test_a_bad_memory_setting_stops_the_run_with_its_code(make_app: Callable[..., Any], workspace: Path) -> None:
+    _write_grid(workspace)
+    with pytest.raises(MapSmithError) as caught:
+        _count(make_app, workspace, "bad.parquet", MAPSMITH_SEDONADB_MEMORY="plenty")
+    assert caught.value.code == "ENGINE_MEMORY_INVALID"
+    assert not (workspace / "bad.parquet").exists()
+
+
+def test_only_sedonadbs_resources_exhausted_is_out_of_memory() -> None:
+    from mapsmith.errors import engine_error_code
+
+    class SedonaError(Exception):  # the name SedonaDB's one exception type has; matched by name, as the table is
+        pass
+
+    assert engine_error_code(SedonaError("Resources exhausted: Failed to allocate 2782018 bytes")) == (
+        "ENGINE_OUT_OF_MEMORY"
+    )
+    assert engine_error_code(SedonaError("Invalid or Unsupported Configuration: Invalid size")) == "ENGINE_FAILED"
+    assert engine_error_code(ValueError("Resources exhausted: not SedonaDB's")) == "ENGINE_FAILED"
