@@ -144,7 +144,7 @@ def test_sedonadb_under_a_limit_it_spills_within_gives_the_hand_counts(
     assert (result.answer["distinct_point_count"], result.answer["total_point_count"]) == (30000, 40000)
     notes = [n for n in manifest(workspace / "spilled.parquet")["notes"] if n.startswith("SedonaDB's memory")]
     assert notes == [
-        "SedonaDB's memory limit: 0.2 GiB (MAPSMITH_SEDONADB_MEMORY=256MiB); beyond it SedonaDB spills to disk"
+        "SedonaDB's memory limit: 256 MiB (MAPSMITH_SEDONADB_MEMORY=256MiB); beyond it SedonaDB spills to disk"
     ]
 
 

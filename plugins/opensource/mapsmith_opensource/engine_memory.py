@@ -37,7 +37,7 @@ class Limit:
 
 
 def gib(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB"
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 def machine_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
