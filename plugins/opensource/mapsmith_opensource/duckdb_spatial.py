@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mapsmith.errors import ConfigurationError
+from mapsmith_opensource import engine_memory
 
 MEMORY_ENV = "MAPSMITH_DUCKDB_MEMORY"
 TEMP_LIMIT_ENV = "MAPSMITH_DUCKDB_TEMP_LIMIT"
@@ -27,7 +28,6 @@ DEFAULT_TEMP_LIMIT = "8GB"
 # The file systems DuckDB reaches the network through (httpfs registers them; they are also refused
 # by name so an extension loaded through MAPSMITH_ALLOW_EXTENSIONS cannot bring them back).
 DISABLED_FILESYSTEMS = ("HTTPFileSystem", "S3FileSystem", "HuggingFaceFileSystem")
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
 _EXTENSION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -96,7 +96,7 @@ class SandboxedConnection:
 
 def _size_setting(environ: Mapping[str, str], name: str, default: str) -> str:
     raw = environ.get(name, default)
-    if not _SIZE.match(raw) or float(_SIZE.match(raw).group(1)) <= 0:  # type: ignore[union-attr]
+    if engine_memory.parse_size(raw) is None:  # the size forms SedonaDB's limit takes too
         raise ConfigurationError(
             f"{name}={raw!r} is not a size DuckDB can cap at",
             code="DUCKDB_LIMIT_INVALID",
