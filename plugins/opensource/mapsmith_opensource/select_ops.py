@@ -55,7 +55,7 @@ def select_features(ctx: RunContext) -> None:
         selected &= truth.true
         ctx.parameters["x-mapsmith:where_canonical"] = where.canonical()
         criteria.append(_attribute_report("where", truth, expression=where.canonical()))
-        _note_unknown(ctx, "where", truth.unknown, where.fields)
+        note_unknown(ctx, "where", int(truth.unknown.sum()), where.fields)
 
     if args.get("field") is not None:
         condition = expressions.range_condition(args["field"], args.get("min_value"), args.get("max_value"))
@@ -71,7 +71,7 @@ def select_features(ctx: RunContext) -> None:
                 condition=condition.canonical(),
             )
         )
-        _note_unknown(ctx, "field", truth.unknown, (args["field"],))
+        note_unknown(ctx, "field", int(truth.unknown.sum()), (args["field"],))
 
     if args.get("relation") is not None:
         hits, report = _relation_hits(ctx, gdf, args["relation"], args.get("distance_meters"))
@@ -80,6 +80,14 @@ def select_features(ctx: RunContext) -> None:
 
     out = gdf[selected]
     count = int(selected.sum())
+    announce(ctx, count, total, criteria)
+    write_output(ctx, out)
+    _check_written(ctx, count)
+    ctx.answer = answer(count, total, criteria)
+
+
+def announce(ctx: RunContext, count: int, total: int, criteria: list[dict[str, Any]]) -> None:
+    """The note saying how many features were selected, and the warning when none was (every engine's)."""
     ctx.notes.append(
         f"{count} of {total} input features selected"
         + (" (every criterion given holds for each)" if len(criteria) > 1 else "")
@@ -92,9 +100,10 @@ def select_features(ctx: RunContext) -> None:
             "check the condition against the field values (describe_dataset lists the fields), and the "
             "relation layer's extent",
         )
-    write_output(ctx, out)
-    _check_written(ctx, count)
-    ctx.answer = {
+
+
+def answer(count: int, total: int, criteria: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
         "selected_count": count,
         "total_count": total,
         "summary": f"{count} of {total} features selected",
@@ -158,17 +167,22 @@ def _incomplete(given: str, missing: str, what: str) -> ArgumentError:
 
 
 def _attribute_report(mode: str, truth: expressions.Truth, **details: Any) -> dict[str, Any]:
+    return attribute_report(mode, int(truth.true.sum()), int(truth.false.sum()), len(truth.true), **details)
+
+
+def attribute_report(mode: str, matched: int, not_matched: int, total: int, **details: Any) -> dict[str, Any]:
+    """One attribute criterion's report: how many rows it holds for, fails for, and cannot say (a NULL read)."""
     return {
         "mode": mode,
         **details,
-        "matched": int(truth.true.sum()),
-        "not_matched": int(truth.false.sum()),
-        "unknown_because_null": int(truth.unknown.sum()),
+        "matched": matched,
+        "not_matched": not_matched,
+        "unknown_because_null": total - matched - not_matched,
     }
 
 
-def _note_unknown(ctx: RunContext, argument: str, unknown: np.ndarray, fields: tuple[str, ...]) -> None:
-    count = int(unknown.sum())
+def note_unknown(ctx: RunContext, argument: str, count: int, fields: tuple[str, ...]) -> None:
+    """Say how many features a criterion left out because a field it reads is NULL there."""
     if count:
         one = count == 1
         ctx.notes.append(

@@ -78,7 +78,8 @@ ENGINE = "duckdb"
 # below, the gain is within the noise and GeoPandas, the small-data engine, keeps the run.
 CLIP_MIN_ROWS = 30_000
 REPROJECT_MIN_ROWS = 100_000
-MIN_FEATURES_ENV = "MAPSMITH_DUCKDB_LAYER_MIN_FEATURES"  # overrides both thresholds (benchmarks force an engine)
+# Overrides both thresholds and select_duckdb's (benchmarks force an engine with it).
+MIN_FEATURES_ENV = "MAPSMITH_DUCKDB_LAYER_MIN_FEATURES"
 # reproject_layer's probe: DuckDB's coordinates must equal pyproj's to this many units of the target CRS.
 PROBE_TOLERANCE = 1e-9
 PROBE_GRID = 5  # the probe samples PROBE_GRID x PROBE_GRID points over the extent
