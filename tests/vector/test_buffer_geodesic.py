@@ -398,15 +398,15 @@ def test_if_to_metric_chooses_another_crs_than_was_measured_the_choice_is_measur
 
     import mapsmith_opensource.buffer_ops as buffer_ops
 
-    real = buffer_ops._scale_error
+    real = buffer_ops.scale_error
     calls: list[str] = []
 
-    def first_call_says_zero(crs, where, distance):
+    def first_call_says_zero(crs, footprints, geod, distance):
         calls.append(str(crs))
-        return 0.0 if len(calls) == 1 else real(crs, where, distance)
+        return 0.0 if len(calls) == 1 else real(crs, footprints, geod, distance)
 
-    monkeypatch.setattr(buffer_ops, "_single_candidate", lambda ctx, gdf: CRS("EPSG:3413"))
-    monkeypatch.setattr(buffer_ops, "_scale_error", first_call_says_zero)
+    monkeypatch.setattr(buffer_ops, "single_candidate", lambda ctx, source: CRS("EPSG:3413"))
+    monkeypatch.setattr(buffer_ops, "scale_error", first_call_says_zero)
     lons = [1, 7, 13, 19, 25, 31]
     write_layer(workspace / "six.gpkg", [Point(lon, 70) for lon in lons], "EPSG:4326", id=lons)
     result = app.run("buffer_layer", {"input_path": "six.gpkg", "distance_meters": 200_000, "output_path": "b.gpkg"})

@@ -114,6 +114,7 @@ OPERATION_MODULES = (
     "sql_ops",
     "sql_layer_ops",  # clip_layer (points) and reproject_layer (conversions) on DuckDB, file to file
     "select_duckdb",  # select_features by attribute on DuckDB, file to file
+    "buffer_duckdb",  # buffer_layer of points in their own projected CRS on DuckDB, file to file
     "acquire_ops",  # fetch_dataset: in the sandbox, the one worker with a network (mapsmith.fetch)
     "overpass_ops",  # query_overpass: the same
     "stac_ops",  # stac_search, fetch_stac_asset: the same

@@ -111,15 +111,21 @@ def footprints_of(coords: np.ndarray, owner: np.ndarray, n: int, geod: Geod) -> 
     lon_r, lat_r = np.radians(coords[:, 0]), np.radians(coords[:, 1])
     xyz = np.column_stack([np.cos(lat_r) * np.cos(lon_r), np.cos(lat_r) * np.sin(lon_r), np.sin(lat_r)])
     sums = np.column_stack([np.bincount(owner, xyz[:, k], minlength=n) for k in range(3)])
-    present = np.bincount(owner, minlength=n) > 0
+    vertices = np.bincount(owner, minlength=n)
+    present = vertices > 0
     norm = np.linalg.norm(sums, axis=1)
     safe = np.where(norm > 0, norm, 1.0)
     lat = np.degrees(np.arcsin(np.clip(sums[:, 2] / safe, -1.0, 1.0)))
     lon = np.degrees(np.arctan2(sums[:, 1], sums[:, 0]))
     radius = np.zeros(n)
-    if len(coords):
-        _, _, dist = geod.inv(lon[owner], lat[owner], coords[:, 0], coords[:, 1])
-        np.maximum.at(radius, owner, np.asarray(dist))
+    # A feature of one vertex (a point) is centred on it, radius 0: no geodesic to measure (a million points'
+    # geod.inv cost 0.7 s, for distances of the last bits the unit-vector round trip leaves).
+    single = vertices[owner] == 1
+    lon[owner[single]], lat[owner[single]] = coords[single, 0], coords[single, 1]
+    many = ~single
+    if many.any():
+        _, _, dist = geod.inv(lon[owner[many]], lat[owner[many]], coords[many, 0], coords[many, 1])
+        np.maximum.at(radius, owner[many], np.asarray(dist))
     # Vertices whose unit vectors cancel (a ring round the equator) have no centre: no plane fits them.
     radius[present & (norm < 1e-9 * np.maximum(np.bincount(owner, minlength=n), 1))] = np.inf
     return Footprints(lon, lat, radius, present, coords, owner)

@@ -82,8 +82,8 @@ def buffer_layer(ctx: RunContext) -> None:
         write_output(ctx, _single(ctx, gdf, distance, segments, None))
         return
     where = _locate(gdf)
-    candidate = _single_candidate(ctx, gdf)
-    error = _scale_error(candidate, where, distance) if candidate is not None else None
+    candidate = single_candidate(ctx, gdf.crs)
+    error = scale_error(candidate, where.footprints, where.geod, distance) if candidate is not None else None
     if error is not None and error <= BUFFER_TOLERANCE:
         try:
             write_output(ctx, _single(ctx, gdf, distance, segments, error, candidate, where))
@@ -164,9 +164,9 @@ def _refuse_ambiguous_edges(geoms: np.ndarray) -> None:
     )
 
 
-def _single_candidate(ctx: RunContext, gdf: gpd.GeoDataFrame) -> CRS | None:
-    """The CRS ``to_metric`` would compute in (its own rule, repeated), or None where it has none."""
-    source = gdf.crs
+def single_candidate(ctx: RunContext, source: CRS) -> CRS | None:
+    """The CRS ``to_metric`` would compute in for a layer in ``source`` (its own rule, repeated), or None where it
+    has none."""
     aoi = ctx.inputs["input_path"].bounds_lonlat
     assert aoi is not None  # buffer_layer handles an empty layer before asking
     if not source.is_geographic:
@@ -179,7 +179,7 @@ def _single_candidate(ctx: RunContext, gdf: gpd.GeoDataFrame) -> CRS | None:
         return None  # beyond 84 N or 80 S: no zone, so no single projection
 
 
-def _scale_error(candidate: CRS, where: _Where, distance: float) -> float:
+def scale_error(candidate: CRS, fp: Footprints, geod: Geod, distance: float) -> float:
     """The largest departure from true scale of ``candidate`` over every feature's buffered disc.
 
     Sampled at the centre and at 8 bearings on the rim of a disc covering each feature's buffer; a
@@ -191,7 +191,6 @@ def _scale_error(candidate: CRS, where: _Where, distance: float) -> float:
     import numpy as np
     from pyproj import Proj
 
-    fp = where.footprints
     keep = fp.present
     if not keep.any():
         return 0.0
@@ -206,7 +205,6 @@ def _scale_error(candidate: CRS, where: _Where, distance: float) -> float:
     reach = radius + distance + half_diagonal
     if reach.max() >= QUARTER_MERIDIAN_M:
         return float("inf")
-    geod = where.geod
     lons, lats = [lon0], [lat0]
     for azimuth in SAMPLE_AZIMUTHS:
         lon, lat, _ = geod.fwd(lon0, lat0, np.full(len(lon0), azimuth), reach)
@@ -260,9 +258,9 @@ def _single(
     measured, is out of tolerance."""
     metric = to_metric(ctx, gdf, "buffered")
     if candidate is not None and where is not None and not metric.crs.equals(candidate):
-        # to_metric's rule is repeated in _single_candidate; should the two ever part, the CRS it chose is
+        # to_metric's rule is repeated in single_candidate; should the two ever part, the CRS it chose is
         # measured again rather than trusted, and the local planes take over when it is out of tolerance.
-        error = _scale_error(metric.crs, where, distance)
+        error = scale_error(metric.crs, where.footprints, where.geod, distance)
         if error > BUFFER_TOLERANCE:
             for key in ("analysis_crs", "reason", "source_crs", "target_crs", "transformation"):
                 ctx.crs_decisions.pop(key, None)
@@ -293,12 +291,7 @@ def _single(
             f"the layer is wider than one UTM zone, but {ctx.crs_decisions.get('analysis_crs')}'s scale is within "
             f"{error:.3%} of true wherever a buffer lies, so one projection was used"
         )
-    ctx.crs_decisions["x-mapsmith:buffer_projection"] = {
-        "method": "single_projection",
-        "tolerance": BUFFER_TOLERANCE,
-        "max_scale_error": error,
-        "sampled_at": "each feature's centre and 8 bearings at its radius plus the buffer distance",
-    }
+    ctx.crs_decisions["x-mapsmith:buffer_projection"] = single_projection_record(error)
     if metric.transformed and not gdf.crs.is_geographic:
         _refuse_torn(out.geometry.values, gdf.crs, distance)
     if metric.transformed and gdf.crs.is_geographic:
@@ -311,6 +304,16 @@ def _single(
             crs=out.crs,
         )
     return out
+
+
+def single_projection_record(error: float) -> dict[str, Any]:
+    """``x-mapsmith:buffer_projection`` for a layer buffered in one projection, ``error`` its measured scale error."""
+    return {
+        "method": "single_projection",
+        "tolerance": BUFFER_TOLERANCE,
+        "max_scale_error": error,
+        "sampled_at": "each feature's centre and 8 bearings at its radius plus the buffer distance",
+    }
 
 
 def _poles_in(crs: CRS) -> np.ndarray:

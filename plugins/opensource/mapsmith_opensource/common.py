@@ -296,6 +296,26 @@ class MetricFrame:
         return out
 
 
+def own_metric_unit(ctx: RunContext, source: CRS, purpose: str, key: str = "input_path") -> float | None:
+    """When ``to_metric`` keeps a layer in ``source`` (projected, its scale at the data within MAX_SCALE_DISTORTION
+    of true): the decision recorded as to_metric records it, and the CRS's unit in metres. None, with nothing
+    recorded, when to_metric would compute elsewhere."""
+    distortion = None if source.is_geographic else scale_distortion(source, ctx.inputs[key].bounds_lonlat)
+    if source.is_geographic or (distortion is not None and distortion > MAX_SCALE_DISTORTION):
+        return None
+    unit = linear_unit_metres(source)
+    ctx.crs_decisions.update(
+        {
+            "analysis_crs": crs_label(source),
+            "reason": f"{crs_label(source)} is projected with a scale within {MAX_SCALE_DISTORTION:.0%} of true "
+            f"at the data, so it was {purpose} in its own units ({unit} m each)",
+            "source_crs": crs_label(source),
+            "target_crs": None,
+        }
+    )
+    return unit
+
+
 def to_metric(ctx: RunContext, gdf: gpd.GeoDataFrame, purpose: str, key: str = "input_path") -> MetricFrame:
     """``gdf`` in a CRS where a metre means a metre at the data, with the decision recorded.
 
@@ -304,21 +324,11 @@ def to_metric(ctx: RunContext, gdf: gpd.GeoDataFrame, purpose: str, key: str = "
     from the layer's extent. ``purpose`` completes the reason: "buffered", "simplified" ...
     """
     source = gdf.crs
-    info = ctx.inputs[key]
-    aoi = info.bounds_lonlat
-    distortion = None if source.is_geographic else scale_distortion(source, aoi)
-    if not source.is_geographic and (distortion is None or distortion <= MAX_SCALE_DISTORTION):
-        unit = linear_unit_metres(source)
-        ctx.crs_decisions.update(
-            {
-                "analysis_crs": crs_label(source),
-                "reason": f"{crs_label(source)} is projected with a scale within {MAX_SCALE_DISTORTION:.0%} of true "
-                f"at the data, so it was {purpose} in its own units ({unit} m each)",
-                "source_crs": crs_label(source),
-                "target_crs": None,
-            }
-        )
+    aoi = ctx.inputs[key].bounds_lonlat
+    unit = own_metric_unit(ctx, source, purpose, key)
+    if unit is not None:
         return MetricFrame(gdf, source, unit, source, aoi, False, None)
+    distortion = None if source.is_geographic else scale_distortion(source, aoi)
     if aoi is None:
         # An empty layer: there is nothing to place, and nothing to compute.
         ctx.crs_decisions.update({"analysis_crs": crs_label(source), "reason": f"empty input: nothing was {purpose}"})

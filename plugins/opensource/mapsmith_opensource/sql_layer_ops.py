@@ -78,7 +78,7 @@ ENGINE = "duckdb"
 # below, the gain is within the noise and GeoPandas, the small-data engine, keeps the run.
 CLIP_MIN_ROWS = 30_000
 REPROJECT_MIN_ROWS = 100_000
-# Overrides both thresholds and select_duckdb's (benchmarks force an engine with it).
+# Overrides both thresholds, select_duckdb's and buffer_duckdb's (benchmarks force an engine with it).
 MIN_FEATURES_ENV = "MAPSMITH_DUCKDB_LAYER_MIN_FEATURES"
 # reproject_layer's probe: DuckDB's coordinates must equal pyproj's to this many units of the target CRS.
 PROBE_TOLERANCE = 1e-9
