@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 #   1,000     2.03 / 2.46 s,   205 /   284 MiB      100,000     6.62 / 6.18 s,   696 /   712 MiB
 #   10,000    2.13 / 2.89 s,   234 /   361 MiB      1,000,000  44.79 / 44.33 s, 2,903 / 4,521 MiB
 # GEOS's buffer is most of the work on either engine; DuckDB saves GeoPandas' import on small layers and holds no
-# buffer in Python on large ones (a third less memory at 1M), so it is preferred from the smallest size measured.
+# buffer in Python on large ones (a third less memory at 1M; with the one-thread COPY below, bench_goals at 1M
+# measured 0.77 GiB against the GeoPandas path's 4.40), so it is preferred from the smallest size measured.
 BUFFER_MIN_ROWS = 1_000
 # From how many points the COPY runs on a database of its own with one thread. DuckDB keeps a parallel COPY in file
 # order by holding finished batches until their turn: on 1,000,000 points (50 m, 16 segments, 706 MB written) two
