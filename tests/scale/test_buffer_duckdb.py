@@ -216,3 +216,32 @@ async def test_points_are_buffered_on_duckdb_over_mcp(workspace: Path, anyio_bac
     assert out["pid"].tolist() == ["A", "B"]
     assert out.geometry.area.tolist() == pytest.approx([OCTAGON_AREA] * 2, rel=AREA_REL)
     assert manifest(workspace / "m.parquet")["x-mapsmith:engine_choice"]["engine"] == "duckdb"
+
+
+def test_points_duckdb_cannot_read_are_buffered_by_geopandas(duck, monkeypatch, workspace: Path) -> None:  # type: ignore[no-untyped-def]
+    """DuckDB's reader refusing the points while the engine is chosen is a reason to pass it over, not a crash."""
+    import duckdb
+
+    from mapsmith_opensource import buffer_duckdb
+
+    class Refusing:
+        def cursor(self) -> Any:
+            return self
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def execute(self, sql: str) -> Any:
+            raise duckdb.InvalidInputException("a geometry this reader refuses")
+
+    buffer_duckdb._measure.cache_clear()
+    monkeypatch.setattr(buffer_duckdb, "duckdb_database", lambda: Refusing())
+    write_layer(workspace / "p.parquet", [Point(X0, Y0), Point(X0 + 5, Y0)], UTM, k=[1, 2])
+    arguments = {"input_path": "p.parquet", "distance_meters": 3, "output_path": "r.parquet"}
+    result = duck.run("buffer_layer", arguments)
+    assert result.engine["name"] == "geopandas"
+    assert "DuckDB could not read input_path's points (InvalidInputException)" in _passed_over(workspace, "r.parquet")
+    assert read(workspace / "r.parquet").geometry.area.tolist() == pytest.approx([math.pi * 9] * 2, rel=0.01)

@@ -77,20 +77,25 @@ class _Measured:
 def _points(path: Path, geometry: str) -> tuple[Any, str | None]:
     """The points' coordinates (n x 2) in file order, read by DuckDB (no geometry is built in Python), or why they
     are not all finite single 2-D points."""
+    import duckdb
     import numpy as np
 
     g = f"{_name(geometry)}::GEOMETRY"
     source = f"read_parquet({_text(str(path))})"
     with duckdb_database().cursor() as con:
-        missing, other = con.execute(
-            f"SELECT count(*) FILTER (WHERE {g} IS NULL OR ST_IsEmpty({g})), "
-            f"count(*) FILTER (WHERE ST_GeometryType({g}) <> 'POINT' OR ST_HasZ({g}) OR ST_HasM({g})) FROM {source}"
-        ).fetchone()
-        if missing:
-            return None, "input_path has missing or empty geometries, which the GeoPandas engine reads and records"
-        if other:
-            return None, "input_path holds geometries other than single 2-D points, despite its footer"
-        found = con.execute(f"SELECT ST_X({g}) AS x, ST_Y({g}) AS y FROM {source}").fetchnumpy()
+        try:
+            missing, other = con.execute(
+                f"SELECT count(*) FILTER (WHERE {g} IS NULL OR ST_IsEmpty({g})), "
+                f"count(*) FILTER (WHERE ST_GeometryType({g}) <> 'POINT' OR ST_HasZ({g}) OR ST_HasM({g})) "
+                f"FROM {source}"
+            ).fetchone()
+            if missing:
+                return None, "input_path has missing or empty geometries, which the GeoPandas engine reads and records"
+            if other:
+                return None, "input_path holds geometries other than single 2-D points, despite its footer"
+            found = con.execute(f"SELECT ST_X({g}) AS x, ST_Y({g}) AS y FROM {source}").fetchnumpy()
+        except duckdb.Error as exc:  # a geometry DuckDB's reader refuses: the GeoPandas engine reads it, or says why
+            return None, f"DuckDB could not read input_path's points ({type(exc).__name__})"
     coords = np.column_stack([np.asarray(found["x"], dtype=float), np.asarray(found["y"], dtype=float)])
     if not np.isfinite(coords).all():
         return None, "input_path has points with non-finite coordinates (invalid), which the GeoPandas engine names"
