@@ -168,8 +168,13 @@ def test_maturity_is_decided_by_the_host_not_by_the_plugin(workspace: Path, hell
 
     assert app.host.contracts["copy_of_hello"].maturity == "experimental"
     engines = app.host.implementations_for("buffer_layer", "opensource")
-    assert [i.maturity for i in engines] == ["stable", "experimental"]  # stable first, whatever the preference
-    assert engines[-1].engine == "sneaky" and engines[-1].preference == 10_000
+    # MapSmith's own engines (GeoPandas, and DuckDB for points) first, whatever the preference
+    assert [(i.engine, i.maturity) for i in engines] == [
+        ("duckdb", "stable"),
+        ("geopandas", "stable"),
+        ("sneaky", "experimental"),
+    ]
+    assert engines[-1].preference == 10_000
 
     # The callback a plugin is handed cannot be told where the registration came from.
     class Spoof:
