@@ -32,7 +32,7 @@ from mapsmith_opensource.join_ops.spatial_join_duckdb import (
     duckdb_database,
 )
 from mapsmith_opensource.registration import Registration
-from mapsmith_opensource.sql_layer_ops import ENGINE, _footer_types, _layer_problem, _set_engine
+from mapsmith_opensource.sql_layer_ops import ENGINE, _set_engine, points_layer_problem
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -151,17 +151,10 @@ def buffer_eligible(ctx: RunContext) -> str | None:
     """Why DuckDB cannot take this buffer_layer, or None when it can."""
     from mapsmith_opensource.buffer_ops import BUFFER_TOLERANCE, single_candidate
 
-    problem, layer = _layer_problem(ctx, "buffer_layer", BUFFER_MIN_ROWS)
+    why = "(GEOS builds differ on the buffers of lines and polygons, which the GeoPandas engine makes)"
+    problem = points_layer_problem(ctx, "buffer_layer", BUFFER_MIN_ROWS, why)
     if problem is not None:
         return problem
-    assert layer is not None
-    types = _footer_types(layer.path, layer.geometry)
-    if types != ["Point"]:
-        declared = ", ".join(types) if types else "no geometry types"
-        return (
-            f"input_path's footer declares {declared}; the DuckDB buffer_layer takes single 2-D points only (GEOS "
-            "builds differ on the buffers of lines and polygons, which the GeoPandas engine makes)"
-        )
     info = ctx.inputs["input_path"]
     source = parse_crs(info.crs_wkt)
     if info.bounds_lonlat is None or source.geodetic_crs is None or source.is_geographic:

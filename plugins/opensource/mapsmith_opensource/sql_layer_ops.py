@@ -222,20 +222,27 @@ def _record_input_validity(ctx: RunContext, inspected: tuple[Any, list[tuple[int
 # -- clip_layer ---------------------------------------------------------------------------------
 
 
-def clip_eligible(ctx: RunContext) -> str | None:
-    """Why DuckDB cannot take this clip_layer, or None when it can."""
-    problem, layer = _layer_problem(ctx, "clip_layer", CLIP_MIN_ROWS)
+def points_layer_problem(ctx: RunContext, operation: str, min_rows: int, why: str) -> str | None:
+    """_layer_problem, then a footer declaring single 2-D points only; ``why`` ends the reason given for others."""
+    problem, layer = _layer_problem(ctx, operation, min_rows)
     if problem is not None:
         return problem
     assert layer is not None
     types = _footer_types(layer.path, layer.geometry)
     if types != ["Point"]:
         declared = ", ".join(types) if types else "no geometry types"
-        return (
-            f"input_path's footer declares {declared}; the DuckDB clip_layer takes single 2-D points only (a point "
-            "is kept or not, never cut); lines and polygons are cut by the GeoPandas engine"
-        )
+        return f"input_path's footer declares {declared}; the DuckDB {operation} takes single 2-D points only {why}"
     return None
+
+
+def clip_eligible(ctx: RunContext) -> str | None:
+    """Why DuckDB cannot take this clip_layer, or None when it can."""
+    return points_layer_problem(
+        ctx,
+        "clip_layer",
+        CLIP_MIN_ROWS,
+        "(a point is kept or not, never cut); lines and polygons are cut by the GeoPandas engine",
+    )
 
 
 def _region_table(ctx: RunContext, crs: CRS) -> Any:
