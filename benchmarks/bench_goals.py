@@ -337,12 +337,33 @@ def _previous_rate(previous: dict[str, Any] | None, operation: str, variant: str
     return max(rates) if rates else None
 
 
+def kept_operations(previous: dict[str, Any] | None, sizes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """--merge: each size with the operations this run did not measure kept from the results file it replaces,
+    first, each marked ``measured_in`` with the run that measured it (its time, commit and command)."""
+    if not previous:
+        return sizes
+    earlier = {s["points"]: s for s in previous.get("sizes", [])}
+    origin = {k: previous[k] for k in ("measured_at", "code", "command")}
+    out = []
+    for size in sizes:
+        kept = {
+            name: {"measured_in": origin, **op}  # an operation kept by an earlier merge keeps its own origin
+            for name, op in earlier.get(size["points"], {}).get("operations", {}).items()
+            if name not in size["operations"]
+        }
+        out.append({**size, "operations": {**kept, **size["operations"]}})
+    return out
+
+
 def write_results(args: argparse.Namespace, partial_sizes: list[dict[str, Any]]) -> None:
+    measured = partial_sizes
+    if args.merge:
+        partial_sizes = kept_operations(args.previous, partial_sizes)
     record = {
         "name": "goals",
         "measured_at": args.started,
-        "finished": len(partial_sizes) == len(args.sizes)
-        and all(len(s["operations"]) == len(args.operations) for s in partial_sizes),
+        "finished": len(measured) == len(args.sizes)
+        and all(len(s["operations"]) == len(args.operations) for s in measured),
         "command": "python benchmarks/bench_goals.py " + " ".join(args.argv),
         "machine": common.machine(("geopandas", "shapely", "duckdb", "sedonadb", "pyspark", "apache-sedona")),
         "code": args.code,
@@ -437,6 +458,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--memory-cap-method", choices=memory_cap.METHODS, default=None)
     parser.add_argument("--workdir", type=Path, default=None, help="where the data goes (default: a temp dir)")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the operations of --output's sizes that this run does not measure (each marked with the run "
+        "that measured it), e.g. to add count_in_polygons to a cluster run without redoing spatial_join",
+    )
     parser.add_argument("--eta", action="store_true", help="print the ETA per size and stop")
     args = parser.parse_args(argv)
     args.argv = argv
@@ -471,6 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     args.mapsmith_engines = [e for e in args.mapsmith_engines.split(",") if e]
     args.local = f"local[{len(os.sched_getaffinity(0))}]"
     previous = json.loads(args.output.read_text("utf-8")) if args.output.exists() else None
+    args.previous = previous
     total = 0.0
     for points in args.sizes:
         eta = eta_seconds(points, args, previous)

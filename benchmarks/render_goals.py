@@ -131,8 +131,24 @@ def _size_tables(size: dict[str, Any], goal: dict[str, float]) -> list[str]:
         "|---|---:|---|---:|---:|---:|---:|---:|---|---|",
         *detail_rows,
         "",
+        *_kept_lines(size),
         *_manifest_lines(size),
     ]
+
+
+def _kept_lines(size: dict[str, Any]) -> list[str]:
+    """Which operations came from an earlier run (``bench_goals.py --merge``), and from which: their ratios
+    compare engines of that run only, never across runs."""
+    lines = []
+    for operation, op in size["operations"].items():
+        origin = op.get("measured_in")
+        if origin:
+            lines.append(
+                f"`{operation}` was measured in an earlier run, kept in this file by `--merge`: measured "
+                f"{origin['measured_at']}, {_state(origin['code'])}, by `{origin['command']}`; its ratios compare "
+                "the engines of that run."
+            )
+    return [" ".join(lines), ""] if lines else []
 
 
 def _manifest_lines(size: dict[str, Any]) -> list[str]:

@@ -387,6 +387,12 @@ def _render_scale(r: dict[str, Any], capped: dict[str, Any] | None, f: dict[str,
         "`.parquet/` routes the run to an engine registered as writing parts (these six on Spark, `run_sql` on "
         "DuckDB) and is refused, before any input is read, on a stack with none. The per-part digests are "
         "computed by the driver after the write, not in the executors.",
+        "- On the open-source stack a folder of plain parts (no `key=value/` subfolders) is read part by part, in "
+        "listing order, by DuckDB for `count_in_polygons` and `summarize_points_in_polygons` (`points_path`) and "
+        "for `select_features`, `clip_layer`, `reproject_layer` and `buffer_layer` (`input_path`), and by "
+        "SedonaDB for the two points-in-polygons operations (`tests/parts/test_layers_parts.py`, "
+        "`test_points_parts.py`). A hive-partitioned folder, and `spatial_join`'s file-to-file engines, go to "
+        "GeoPandas, which reads the folder whole; the manifest's `x-mapsmith:engine_choice` says why.",
         "- Local mode reads from a local disk; a cluster reads from object storage, whose throughput per "
         "executor can be lower than a local disk's, and then sets the pace.",
         "- The measured machine was shared with other work (the load averages are in `docs/benchmarks.md`), so "

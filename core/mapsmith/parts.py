@@ -63,6 +63,8 @@ from mapsmith.registry import DatasetInfo
 __all__ = [
     "FOLDER_DRIVER",
     "PART_SUFFIX",
+    "dataset_files",
+    "duckdb_row_position",
     "duckdb_source",
     "hive_columns",
     "inspect_folder",
@@ -70,6 +72,7 @@ __all__ = [
     "is_parts_folder",
     "part_files",
     "part_members",
+    "parquet_source",
     "read_glob",
     "replace_folder",
     "require_parquet_parts",
@@ -241,15 +244,46 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def duckdb_source(folder: Path) -> str:
-    """``read_parquet([...], hive_partitioning = ...)`` over the member list, for a FROM clause.
+def duckdb_source(folder: Path, *, row_numbers: bool = False) -> str:
+    """``read_parquet([...], hive_partitioning = ...)`` over the member list, for a FROM clause; ``row_numbers``
+    adds DuckDB's ``file_row_number`` (a row's position in its part; ``file_index`` says which part).
 
     The explicit list rather than a glob: what DuckDB reads is what the digest covered, by construction.
     """
     members = part_members(folder)
     hive = bool(_layout(Path(folder), members))
     files = ", ".join(_sql_string(file.as_posix()) for _name, file in members)
-    return f"read_parquet([{files}], hive_partitioning = {'true' if hive else 'false'})"
+    extra = ", file_row_number = true" if row_numbers else ""
+    return f"read_parquet([{files}], hive_partitioning = {'true' if hive else 'false'}{extra})"
+
+
+def dataset_files(path: Path) -> list[Path]:
+    """The files a reader reads for a dataset path, in order: the file itself, or a folder's parts in listing
+    order (the order GeoPandas reads them in and the manifest's digest lists them)."""
+    return part_files(path) if is_parts_folder(path) else [Path(path)]
+
+
+def duckdb_row_position(path: Path) -> str:
+    """Over ``parquet_source(path, row_numbers=True)``: a row's position in the dataset, from 0 -- its
+    ``file_row_number``, plus for a folder the rows of the parts listed before its own (their footers' counts)."""
+    import pyarrow.parquet as pq
+
+    if not is_parts_folder(path):
+        return "file_row_number"
+    offsets, total = [], 0
+    for file in part_files(path):
+        offsets.append(total)
+        total += pq.read_metadata(file).num_rows
+    listed = ", ".join(f"{o}::BIGINT" for o in offsets)
+    return f"([{listed}])[CAST(file_index AS BIGINT) + 1] + file_row_number"
+
+
+def parquet_source(path: Path, *, row_numbers: bool = False) -> str:
+    """DuckDB's ``read_parquet`` over a GeoParquet file or a folder of parts (``duckdb_source``), rows in the
+    order GeoPandas reads them."""
+    if is_parts_folder(path):
+        return duckdb_source(path, row_numbers=row_numbers)
+    return f"read_parquet({_sql_string(str(path))}{', file_row_number = true' if row_numbers else ''})"
 
 
 # -- describing a folder without reading its rows ----------------------------------------------------

@@ -357,3 +357,42 @@ def test_a_missing_manifest_is_named_on_the_page() -> None:
         "Every MapSmith output read back (3) had its provenance manifest beside it.",
         "",
     ]
+
+
+def test_merge_keeps_the_operations_not_measured_again_with_their_origin() -> None:
+    """--merge: spatial_join from an earlier run stays beside the count measured now, marked with that run; an
+    operation measured again replaces the earlier one; a size the earlier run did not have is left as measured."""
+    earlier = {
+        "measured_at": "2026-12-02T10:50:28+00:00",
+        "code": {"commit": "01cd463", "uncommitted_changes": True},
+        "command": "python benchmarks/bench_goals.py --preset cluster-100m",
+        "sizes": [{"points": 100, "operations": {"spatial_join": {"old": 1}, "count_in_polygons": {"old": 2}}}],
+    }
+    now = [
+        {"points": 100, "operations": {"count_in_polygons": {"new": 3}}},
+        {"points": 200, "operations": {"count_in_polygons": {"new": 4}}},
+    ]
+    merged = bench_goals.kept_operations(earlier, now)
+    origin = {k: earlier[k] for k in ("measured_at", "code", "command")}
+    assert merged[0]["operations"] == {
+        "spatial_join": {"measured_in": origin, "old": 1},
+        "count_in_polygons": {"new": 3},
+    }
+    assert list(merged[0]["operations"]) == ["spatial_join", "count_in_polygons"]  # kept ones first
+    assert merged[1] == now[1]
+    assert now[0]["operations"] == {"count_in_polygons": {"new": 3}}  # the run's own record is not changed
+    # merged twice: the operation keeps the run that measured it, not the file it was last kept from
+    again = bench_goals.kept_operations({**earlier, "measured_at": "later", "sizes": merged}, [now[1]])
+    assert again == [now[1]]
+    third = bench_goals.kept_operations(
+        {**earlier, "measured_at": "later", "sizes": merged}, [{"points": 100, "operations": {}}]
+    )
+    assert third[0]["operations"]["spatial_join"]["measured_in"]["measured_at"] == "2026-12-02T10:50:28+00:00"
+    assert "measured_in" not in bench_goals.kept_operations(None, now)[0]["operations"]["count_in_polygons"]
+    line = render_goals._kept_lines(merged[0])
+    assert line == [
+        "`spatial_join` was measured in an earlier run, kept in this file by `--merge`: measured "
+        "2026-12-02T10:50:28+00:00, commit 01cd463 with uncommitted changes to the measured code, by "
+        "`python benchmarks/bench_goals.py --preset cluster-100m`; its ratios compare the engines of that run.",
+        "",
+    ]

@@ -1,4 +1,5 @@
 """buffer_layer of points inside DuckDB, GeoParquet file to GeoParquet file: no buffer passes through Python.
+A folder of plain parts is read as sql_layer_ops reads it; the measure is then keyed to every part's bytes.
 
 buffer_ops decides where a metre is a metre; this engine takes the case whose answer is DuckDB's ST_Buffer on the
 file as it lies: single 2-D points in a projected CRS that buffer_ops would keep (``single_candidate``), whose scale,
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
+from mapsmith import parts
 from mapsmith.crs import parse_crs
 from mapsmith_opensource.join_ops.spatial_join_duckdb import (
     DUCKDB_PREFERENCE,
@@ -81,7 +83,7 @@ def _points(path: Path, geometry: str) -> tuple[Any, str | None]:
     import numpy as np
 
     g = f"{_name(geometry)}::GEOMETRY"
-    source = f"read_parquet({_text(str(path))})"
+    source = parts.parquet_source(path)
     with duckdb_database().cursor() as con:
         try:
             missing, other = con.execute(
@@ -103,9 +105,11 @@ def _points(path: Path, geometry: str) -> tuple[Any, str | None]:
 
 
 @lru_cache(maxsize=4)
-def _measure(path: str, stamp: tuple[int, int], geometry: str, crs_wkt: str, distance: float) -> _Measured:
+def _measure(
+    path: str, stamp: tuple[tuple[str, int, int], ...], geometry: str, crs_wkt: str, distance: float
+) -> _Measured:
     """The measure behind both eligibility and the run (kept for the run: reading a million points costs a
-    second); ``stamp`` (size, mtime_ns) keys it to the file's bytes."""
+    second); ``stamp`` (each file's name, size and mtime_ns: the file, or a folder's parts) keys it to the bytes."""
     from pathlib import Path
 
     import numpy as np
@@ -129,12 +133,12 @@ def _measure(path: str, stamp: tuple[int, int], geometry: str, crs_wkt: str, dis
 
 def _measured(ctx: RunContext) -> _Measured:
     path = ctx.paths["input_path"]
-    stat = path.stat()
-    layer = _geoparquet(path, "input_path")
+    stamp = tuple((str(f), (s := f.stat()).st_size, s.st_mtime_ns) for f in parts.dataset_files(path))
+    layer = _geoparquet(path, "input_path", folders=True)
     crs_wkt = ctx.inputs["input_path"].crs_wkt
     assert crs_wkt is not None  # _layer_problem refuses a layer without one
     distance = float(ctx.arguments["distance_meters"])
-    return _measure(str(path), (stat.st_size, stat.st_mtime_ns), layer.geometry, crs_wkt, distance)
+    return _measure(str(path), stamp, layer.geometry, crs_wkt, distance)
 
 
 @cache
@@ -185,7 +189,7 @@ def buffer_layer_duckdb(ctx: RunContext) -> None:
     _set_engine(ctx)
     distance = float(ctx.arguments["distance_meters"])
     segments = int(ctx.arguments["segments_per_quarter_circle"])
-    layer = _geoparquet(ctx.paths["input_path"], "input_path")
+    layer = _geoparquet(ctx.paths["input_path"], "input_path", folders=True)
     measured = _measured(ctx)
     assert measured.problem is None and measured.error is not None  # buffer_eligible took the run on it
     # Every point was read and found present, 2-D and finite: valid, as the GeoPandas engine's read records it.
@@ -201,7 +205,7 @@ def buffer_layer_duckdb(ctx: RunContext) -> None:
     with database.cursor() as con:
         # DuckDB keeps the file's row order (preserve_insertion_order) and the column's CRS through ST_Buffer.
         (written,) = con.execute(
-            f"COPY (SELECT {columns} FROM read_parquet({_text(str(layer.path))})) "
+            f"COPY (SELECT {columns} FROM {parts.parquet_source(layer.path)}) "
             f"TO {_text(str(ctx.temp_output))} (FORMAT parquet)"
         ).fetchone()
     ctx.parameters["x-mapsmith:distance_in_analysis_units"] = units

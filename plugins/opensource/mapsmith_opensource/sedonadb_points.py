@@ -24,7 +24,6 @@ from mapsmith_opensource.sedonadb_ops import (
     WKB_MIN_FEATURES,
     WKB_PATH_NOTE,
     _connection,
-    _direct_path,
     _eligible,
     _intersecting,
     _points_file_problem,
@@ -67,9 +66,11 @@ def points_in_polygons_eligible(ctx: RunContext) -> str | None:
             "this join_ops.points_in_polygons has no pair-finder hook (intersecting_pairs) for the SedonaDB "
             "engine to use"
         )
-    if _direct_path(ctx):
+    problem = _points_file_problem(ctx, ctx.arguments.get("field"))
+    if problem is None:
         return _eligible(ctx, ("input_path", "points_path"), DIRECT_MIN_FEATURES, "SedonaDB's direct path")
-    return _eligible(ctx, ("input_path", "points_path"), WKB_MIN_FEATURES, "SedonaDB's WKB path")
+    reason = _eligible(ctx, ("input_path", "points_path"), WKB_MIN_FEATURES, "SedonaDB's WKB path")
+    return None if reason is None else f"{reason}; its direct path is not taken: {problem}"
 
 
 AGGREGATE_PATH_NOTE = (
@@ -127,14 +128,14 @@ def _direct_points_in_polygons(
 
     polygons = read_input(ctx)
     path = ctx.paths["points_path"]
-    geometry = json.loads(pq.read_schema(path).metadata[b"geo"])["primary_column"]
+    geometry = json.loads(pq.read_schema(sql.point_files(path)[0]).metadata[b"geo"])["primary_column"]
     sd = _connection()
     suffix = uuid.uuid4().hex
     points, zones = f"mapsmith_points_{suffix}", f"mapsmith_polygons_{suffix}"
     g = _quote(geometry)
     value, weight = _as_double(value_field), _as_double(weight_field)
     try:
-        sd.read_parquet(str(path)).to_view(points)
+        sd.read_parquet([str(f) for f in sql.point_files(path)]).to_view(points)
         rows, missing, invalid, nulls = (
             sd.sql(
                 f"SELECT count(*), count(*) FILTER (WHERE {g} IS NULL OR ST_IsEmpty({g})), "
@@ -220,7 +221,7 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
 
     polygons = read_input(ctx)
     path = ctx.paths["points_path"]
-    geometry = json.loads(pq.read_schema(path).metadata[b"geo"])["primary_column"]
+    geometry = json.loads(pq.read_schema(sql.point_files(path)[0]).metadata[b"geo"])["primary_column"]
     shared._refuse_existing(ctx, polygons, new_fields)
     require_valid(ctx, polygons, "input_path", shared.UNDEFINED_ON_INVALID)
     sd = _connection()
@@ -235,7 +236,7 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
         f"{sql.point_flags(g)} FROM {points})"
     )
     try:
-        sd.read_parquet(str(path)).to_view(points)
+        sd.read_parquet([str(f) for f in sql.point_files(path)]).to_view(points)
         if len(polygons) == 0:  # nothing to match (and SedonaDB cannot type an empty WKB column)
             scan = sql.points_scan_sql(points, g, sql.as_double(value_field))
             found = sql.read_point_facts(sd.sql(scan).to_arrow_table(), 0)

@@ -1,5 +1,6 @@
 """select_features inside DuckDB, GeoParquet file to GeoParquet file, for the attribute criteria (``where``, and
-``field`` with ``min_value`` / ``max_value``): no feature of input_path passes through Python.
+``field`` with ``min_value`` / ``max_value``): no feature of input_path passes through Python. A folder of plain
+parts is read as sql_layer_ops reads it (listing order; a field is all-null only when it is in every part).
 
 The condition is parsed and bound by ``mapsmith.expressions`` exactly as the GeoPandas engine parses and binds it
 (select_ops.select_features), against the kinds the file's Arrow schema gives each field. The SQL DuckDB runs is
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mapsmith import expressions as ex
+from mapsmith import parts
 from mapsmith.errors import ArgumentError
 from mapsmith_opensource.join_ops.spatial_join_duckdb import (
     DUCKDB_PREFERENCE,
@@ -92,16 +94,19 @@ class _Kinds:
     floats: frozenset[str]
 
 
-def _all_null(meta: Any, index: int) -> bool | None:
-    """Whether a column has no value in any row (footer statistics), or None when a row group has none."""
-    nulls = 0
-    for group in range(meta.num_row_groups):
-        column = meta.row_group(group).column(index)
-        stats = column.statistics
-        if stats is None or not stats.has_null_count:
-            return None
-        nulls += stats.null_count
-    return nulls == meta.num_rows
+def _all_null(metas: list[Any], index: int) -> bool | None:
+    """Whether a column has no value in any row of any part (footer statistics), or None when a row group has
+    none."""
+    nulls = rows = 0
+    for meta in metas:
+        for group in range(meta.num_row_groups):
+            column = meta.row_group(group).column(index)
+            stats = column.statistics
+            if stats is None or not stats.has_null_count:
+                return None
+            nulls += stats.null_count
+        rows += meta.num_rows
+    return nulls == rows
 
 
 def _kinds(layer: _GeoParquet) -> _Kinds:
@@ -109,8 +114,8 @@ def _kinds(layer: _GeoParquet) -> _Kinds:
     import pyarrow.parquet as pq
     import pyarrow.types as t
 
-    meta = pq.read_metadata(layer.path)
-    schema = meta.schema.to_arrow_schema()
+    metas = [pq.read_metadata(file) for file in parts.dataset_files(layer.path)]  # a folder's parts share a schema
+    schema = metas[0].schema.to_arrow_schema()
     kinds: dict[str, str] = {}
     unsupported: dict[str, str] = {}
     floats: set[str] = set()
@@ -131,7 +136,7 @@ def _kinds(layer: _GeoParquet) -> _Kinds:
         if not (t.is_boolean(arrow) or t.is_string(arrow) or t.is_large_string(arrow)):
             unsupported[name] = f"of type {arrow}"
             continue
-        empty = _all_null(meta, schema.get_field_index(name))
+        empty = _all_null(metas, schema.get_field_index(name))
         if empty is None:
             unsupported[name] = "without null counts in its footer statistics"
             continue
@@ -303,9 +308,9 @@ def select_features_duckdb(ctx: RunContext) -> None:
 
     _set_engine(ctx)
     args = ctx.arguments
-    layer = _geoparquet(ctx.paths["input_path"], "input_path")
+    layer = _geoparquet(ctx.paths["input_path"], "input_path", folders=True)
     compiled = _compiled(ctx, layer)
-    source = f"read_parquet({_text(str(layer.path))})"
+    source = parts.parquet_source(layer.path)
     selected = " AND ".join(f"({sql})" for _, _, sql in compiled)
     counts = ", ".join(
         f"count(*) FILTER (WHERE ({sql}) IS TRUE), count(*) FILTER (WHERE ({sql}) IS FALSE)" for _, _, sql in compiled

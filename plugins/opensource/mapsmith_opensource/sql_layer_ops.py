@@ -1,5 +1,6 @@
 """clip_layer and reproject_layer inside DuckDB, GeoParquet file to GeoParquet file: no feature of input_path
-passes through Python.
+passes through Python. input_path may be a folder of plain GeoParquet parts (mapsmith.parts): DuckDB reads them
+in listing order, the order GeoPandas reads the folder in, and a row's position is counted across them.
 
 Eligible only where the answer and the record are the GeoPandas engine's (vector_ops.clip_layer,
 reproject_ops.reproject_layer), byte for byte in the coordinates:
@@ -37,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from mapsmith import parts
 from mapsmith.crs import choose_transformer, crs_label, parse_crs
 from mapsmith.errors import MapSmithError
 from mapsmith_opensource import io
@@ -102,13 +104,20 @@ REGISTRATIONS = (
 
 
 def _footer_types(path: Path, geometry: str) -> list[str]:
-    """The geometry types input_path's GeoParquet footer declares ([] when it declares none)."""
+    """The geometry types input_path's GeoParquet footer declares, over every part of a folder, sorted ([] when
+    one declares none: the types are then unknown)."""
     import json
 
     import pyarrow.parquet as pq
 
-    geo = json.loads((pq.read_schema(path).metadata or {}).get(b"geo") or b"{}")
-    return [str(t) for t in geo.get("columns", {}).get(geometry, {}).get("geometry_types", [])]
+    found: set[str] = set()
+    for file in parts.dataset_files(path):
+        geo = json.loads((pq.read_schema(file).metadata or {}).get(b"geo") or b"{}")
+        declared = [str(t) for t in geo.get("columns", {}).get(geometry, {}).get("geometry_types", [])]
+        if not declared:
+            return []
+        found.update(declared)
+    return sorted(found)
 
 
 def _nullable_integers(path: Path, columns: tuple[str, ...]) -> list[str]:
@@ -117,20 +126,19 @@ def _nullable_integers(path: Path, columns: tuple[str, ...]) -> list[str]:
     import pyarrow.parquet as pq
     import pyarrow.types as t
 
-    meta = pq.read_metadata(path)
-    schema = meta.schema.to_arrow_schema()
-    found = []
-    for name in columns:
-        field = schema.field(name)
-        if not t.is_integer(field.type):
-            continue
-        index = schema.get_field_index(name)
-        for group in range(meta.num_row_groups):
-            stats = meta.row_group(group).column(index).statistics
-            if stats is None or not stats.has_null_count or stats.null_count:
-                found.append(name)
-                break
-    return found
+    found: list[str] = []
+    for meta in (pq.read_metadata(file) for file in parts.dataset_files(path)):  # every part of a folder
+        schema = meta.schema.to_arrow_schema()
+        for name in columns:
+            if name in found or not t.is_integer(schema.field(name).type):
+                continue
+            index = schema.get_field_index(name)
+            for group in range(meta.num_row_groups):
+                stats = meta.row_group(group).column(index).statistics
+                if stats is None or not stats.has_null_count or stats.null_count:
+                    found.append(name)
+                    break
+    return [name for name in columns if name in found]
 
 
 def min_features(ctx: RunContext, default: int) -> int:
@@ -156,7 +164,12 @@ def _layer_problem(ctx: RunContext, operation: str, min_rows: int) -> tuple[str 
     """Why the DuckDB engine cannot take input_path for ``operation`` (or None), and the layer as read."""
     path = ctx.paths["input_path"]
     info = ctx.inputs["input_path"]
-    if not io.is_parquet(path) or not path.is_file():
+    if parts.is_parts_folder(path):
+        if parts.hive_columns(path):
+            keys = "/".join(parts.hive_columns(path))
+            why = f"input_path is a folder partitioned by {keys} (key=value/ subfolders); the DuckDB {operation} reads"
+            return f"{why} plain parts", None
+    elif not io.is_parquet(path) or not path.is_file():
         return f"input_path is not one GeoParquet file ({info.driver}); the DuckDB {operation} works file to file", None
     if ctx.output_path is None or not io.is_parquet(ctx.output_path) or ctx.arguments["output_path"].endswith("/"):
         given = ctx.arguments.get("output_path")
@@ -177,7 +190,7 @@ def _layer_problem(ctx: RunContext, operation: str, min_rows: int) -> tuple[str 
             "GeoPandas engine keeps them true of the geometry written",
             None,
         )
-    layer = _geoparquet(path, "input_path")
+    layer = _geoparquet(path, "input_path", folders=True)
     if layer.problem:
         return layer.problem, layer
     crs = parse_crs(info.crs_wkt)
@@ -263,7 +276,7 @@ def clip_layer_duckdb(ctx: RunContext) -> None:
 
     _set_engine(ctx)
     ctx.engine_components.update(engine_versions())  # the GeoPandas stack reads, aligns and unions the mask
-    layer = _geoparquet(ctx.paths["input_path"], "input_path")
+    layer = _geoparquet(ctx.paths["input_path"], "input_path", folders=True)
     info = ctx.inputs["input_path"]
     crs = parse_crs(info.crs_wkt)
     assert ctx.temp_output is not None
@@ -285,7 +298,7 @@ def clip_layer_duckdb(ctx: RunContext) -> None:
         g = f"{_name(layer.geometry)}::GEOMETRY"  # the CRS dropped for the test only: the mask is aligned
         # The geometry column is written as read (its CRS with it); DuckDB keeps the file's row order.
         (written,) = con.execute(
-            f"COPY (SELECT {', '.join(_name(c) for c in layer.columns)} FROM read_parquet({_text(str(layer.path))}) "
+            f"COPY (SELECT {', '.join(_name(c) for c in layer.columns)} FROM {parts.parquet_source(layer.path)} "
             f"WHERE ST_Intersects({g}, (SELECT ST_GeomFromWKB(region) FROM {table}))) "
             f"TO {_text(str(ctx.temp_output))} (FORMAT parquet)"
         ).fetchone()
@@ -437,7 +450,7 @@ def reproject_layer_duckdb(ctx: RunContext) -> None:
 
     _set_engine(ctx)
     info = ctx.inputs["input_path"]
-    layer = _geoparquet(ctx.paths["input_path"], "input_path")
+    layer = _geoparquet(ctx.paths["input_path"], "input_path", folders=True)
     source = parse_crs(info.crs_wkt)
     target = parse_crs(ctx.arguments["target_crs"])
     _, record = choose_transformer(
@@ -454,7 +467,7 @@ def reproject_layer_duckdb(ctx: RunContext) -> None:
             scanning = pool.submit(_inspect_input, scanner, layer)
             (written,) = con.execute(
                 f"COPY (SELECT {_transform_sql(layer, source_id, target_id)} "
-                f"FROM read_parquet({_text(str(layer.path))})) TO {_text(str(ctx.temp_output))} (FORMAT parquet)"
+                f"FROM {parts.parquet_source(layer.path)}) TO {_text(str(ctx.temp_output))} (FORMAT parquet)"
             ).fetchone()
             inspected = scanning.result()
     finally:

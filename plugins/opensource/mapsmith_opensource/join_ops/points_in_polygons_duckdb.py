@@ -96,15 +96,14 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
 
     polygons = read_input(ctx)
     path = ctx.paths["points_path"]
-    geometry = json.loads(pq.read_schema(path).metadata[b"geo"])["primary_column"]
+    geometry = json.loads(pq.read_schema(sql.point_files(path)[0]).metadata[b"geo"])["primary_column"]
     shared._refuse_existing(ctx, polygons, new_fields)
     require_valid(ctx, polygons, "input_path", shared.UNDEFINED_ON_INVALID)
     plain = False
-    source = "read_parquet(" + "'" + str(path).replace("'", "''") + "', file_row_number = true)"
+    source, row_id = sql.duckdb_points_source(path)
     g = f"{sql.quote(geometry)}::GEOMETRY"  # the CRS dropped: both layers' are equal (eligibility)
     relation = (
-        f"(SELECT file_row_number AS id, {g} AS g, {sql.as_double(value_field)} AS v, {sql.point_flags(g)} "
-        f"FROM {source})"
+        f"(SELECT {row_id} AS id, {g} AS g, {sql.as_double(value_field)} AS v, {sql.point_flags(g)} FROM {source})"
     )
     zones = f"mapsmith_polygons_{uuid.uuid4().hex}"
     wkb = pa.array(shapely.to_wkb(np.asarray(polygons.geometry.values, dtype=object)), type=pa.binary())

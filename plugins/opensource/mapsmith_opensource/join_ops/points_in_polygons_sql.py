@@ -264,6 +264,22 @@ def read_point_facts(table: Any, polygons: int) -> Aggregated:
     return Aggregated(zeros, stats, zeros.copy(), facts, counts)
 
 
+def point_files(path: Path) -> list[Path]:
+    """points_path as the files an engine reads (mapsmith.parts.dataset_files)."""
+    from mapsmith import parts
+
+    return parts.dataset_files(path)
+
+
+def duckdb_points_source(path: Path) -> tuple[str, str]:
+    """DuckDB's FROM clause for points_path and the expression of a BIGINT that tells its rows apart: the row's
+    position in the layer (file_row_number restarts in each of a folder's parts: mapsmith.parts gives the
+    position across them)."""
+    from mapsmith import parts
+
+    return parts.parquet_source(path, row_numbers=True), parts.duckdb_row_position(path)
+
+
 def points_file_problem(ctx: RunContext, value_field: str | None, engine: str) -> str | None:
     """Why ``engine`` cannot read points_path itself and give the GeoPandas engine's answer (None: it can)."""
     import json
@@ -271,12 +287,21 @@ def points_file_problem(ctx: RunContext, value_field: str | None, engine: str) -
     import pyarrow.parquet as pq
     import pyarrow.types as t
 
+    from mapsmith import parts
     from mapsmith_opensource import io
 
     path = ctx.paths["points_path"]
-    if not io.is_parquet(path):
+    if parts.is_parts_folder(path):
+        if parts.hive_columns(path):
+            keys = "/".join(parts.hive_columns(path))
+            return (
+                f"points_path is a folder partitioned by {keys} (key=value/ subfolders); the direct path reads plain "
+                "parts"
+            )
+    elif not io.is_parquet(path):
         return f"points_path is {ctx.inputs['points_path'].driver}, not GeoParquet, which {engine} reads directly"
-    schema = pq.read_schema(path)
+    # a folder's parts share one schema and CRS (mapsmith.parts.inspect_folder refused the run otherwise)
+    schema = pq.read_schema(point_files(path)[0])
     meta = schema.metadata or {}
     geo = json.loads(meta.get(b"geo") or b"{}")
     columns = geo.get("columns", {})
@@ -302,15 +327,16 @@ def points_file_problem(ctx: RunContext, value_field: str | None, engine: str) -
 
 
 def first_invalid_points(path: Path, geometry: str, limit: int = 50) -> list[tuple[int, str]]:
-    """The first invalid points with GEOS's reason, by file position, read in batches (only when the
-    query counted some invalid: neither engine gives GEOS's reason)."""
+    """The first invalid points with GEOS's reason, by position in the layer (a folder's parts in listing order),
+    read in batches (only when the query counted some invalid: neither engine gives GEOS's reason)."""
     import numpy as np
     import pyarrow.parquet as pq
     import shapely
 
     found: list[tuple[int, str]] = []
     offset = 0
-    for batch in pq.ParquetFile(path).iter_batches(columns=[geometry], batch_size=65_536):
+    files = point_files(path)
+    for batch in (b for f in files for b in pq.ParquetFile(f).iter_batches(columns=[geometry], batch_size=65_536)):
         geoms = shapely.from_wkb(batch.column(0).to_numpy(zero_copy_only=False))
         bad = ~(shapely.is_missing(geoms) | shapely.is_empty(geoms)) & ~shapely.is_valid(geoms)
         for i in np.flatnonzero(bad):

@@ -117,16 +117,21 @@ def _carried_exactly(arrow_type: Any) -> bool:
     )
 
 
-def _geoparquet(path: Path, key: str, engine: str = "DuckDB") -> _GeoParquet:
+def _geoparquet(path: Path, key: str, engine: str = "DuckDB", *, folders: bool = False) -> _GeoParquet:
     """The footer facts of one input, and why ``engine`` cannot join it (the SedonaDB engine asks too: the
     two file-to-file engines carry the same layers; the reserved row-position name and the case-blind field
-    names are DuckDB's own)."""
+    names are DuckDB's own). A folder of plain parts is read from its first part's footer when ``folders``
+    (the caller reads the parts: sql_layer_ops), else refused with the reason."""
     import json
 
     import pyarrow.parquet as pq
     import pyarrow.types as t
 
-    schema = pq.read_schema(path)
+    from mapsmith import parts
+
+    folder = parts.is_parts_folder(path)
+    # a folder's parts share one schema and CRS (parts.inspect_folder refused the run otherwise): the first speaks
+    schema = pq.read_schema(parts.part_files(path)[0] if folder else path)
     meta = schema.metadata or {}
     geo = json.loads(meta.get(b"geo") or b"{}")
     primary = str(geo.get("primary_column", ""))
@@ -139,7 +144,12 @@ def _geoparquet(path: Path, key: str, engine: str = "DuckDB") -> _GeoParquet:
     folded: dict[str, str] = {}
     clash = next((n for n in columns if folded.setdefault(n.casefold(), n) != n), None)
     odd = next((f for f in schema if f.name in columns and f.name != primary and not _carried_exactly(f.type)), None)
-    if len(geo.get("columns", {})) != 1:
+    if folder and (not folders or parts.hive_columns(path)):
+        problem = (
+            f"{key} is a folder of GeoParquet parts; the {engine} engine's file-to-file path reads one file "
+            "(the GeoPandas engine reads the folder whole)"
+        )
+    elif len(geo.get("columns", {})) != 1:
         problem = f"{key} has {len(geo.get('columns', {}))} geometry columns; the {engine} engine joins layers with one"
     elif column.get("encoding") != "WKB":
         problem = f"{key} stores its geometries as {column.get('encoding')!r}, not WKB, which the {engine} engine reads"
@@ -281,10 +291,13 @@ def _name(value: str) -> str:
 
 
 def _rows_of(layer: _GeoParquet) -> str:
-    """The file's geometry as ``g`` beside its row position ``n``, the CRS dropped (both are equal)."""
+    """The layer's geometry as ``g`` beside its row position ``n`` (over a folder's parts in listing order), the
+    CRS dropped (both are equal)."""
+    from mapsmith import parts
+
     return (
-        f"(SELECT {ROW_NUMBER} AS n, {_name(layer.geometry)}::GEOMETRY AS g "
-        f"FROM read_parquet({_text(str(layer.path))}, {ROW_NUMBER} = true))"
+        f"(SELECT {parts.duckdb_row_position(layer.path)} AS n, {_name(layer.geometry)}::GEOMETRY AS g "
+        f"FROM {parts.parquet_source(layer.path, row_numbers=True)})"
     )
 
 

@@ -1,0 +1,133 @@
+"""select_features, clip_layer, reproject_layer and buffer_layer on DuckDB with input_path a folder of GeoParquet
+parts: DuckDB reads the parts in listing order (the order GeoPandas reads them in), and the rows, fields and record
+are the GeoPandas engine's. spatial_join's file-to-file engines read one file: a folder goes to GeoPandas with the
+reason (it crashed in DuckDB's eligibility before: "path is a directory").
+
+Local grid in EPSG:32610 (x0 = 500,000 E, y0 = 5,000,000 N), a unit a metre. The parts are written last to
+first, so the order the files were made in is not the listing order:
+
+    part-0: A (10,10) v 1, B (20,10) v 2, C (30,10) v 3
+    part-1: D (40,10) v 4, E (50, NaN) v 5 (an invalid point), F (60,10) v 6
+    part-2: G (70,10) v 7, H (80,10) v 8
+
+Worked by hand: ``v > 2.5`` keeps C, D, E, F, G, H (6 rows, in that order); the mask 25..65 x 0..20 keeps C, D
+and F (E's NaN meets nothing); E is feature 4 of the layer (3 rows in part-0, then index 1 of part-1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from shapely.geometry import Point, box
+
+from layers import manifest, read, write_layer
+
+X0, Y0 = 500_000, 5_000_000
+UTM = "EPSG:32610"
+ROWS = [
+    [("A", 10.0, 10.0, 1.0), ("B", 20.0, 10.0, 2.0), ("C", 30.0, 10.0, 3.0)],
+    [("D", 40.0, 10.0, 4.0), ("E", 50.0, math.nan, 5.0), ("F", 60.0, 10.0, 6.0)],
+    [("G", 70.0, 10.0, 7.0), ("H", 80.0, 10.0, 8.0)],
+]
+
+
+def write_parts(folder: Path, clean: bool = False) -> str:
+    folder.mkdir()
+    for n in reversed(range(len(ROWS))):
+        rows = [r for r in ROWS[n] if not (clean and math.isnan(r[2]))]
+        points = [Point(X0 + x, Y0 + y) for _, x, y, _ in rows]
+        write_layer(folder / f"part-{n}.parquet", points, UTM, name=[r[0] for r in rows], v=[r[3] for r in rows])
+    return folder.name
+
+
+def _both(make_app: Callable[..., Any], workspace: Path, operation: str, arguments: dict[str, Any]) -> list[Any]:
+    """The run on DuckDB (named) and on GeoPandas; their outputs are d.parquet and g.parquet."""
+    results = []
+    for engine, out in (("duckdb", "d.parquet"), ("geopandas", "g.parquet")):
+        result = make_app(MAPSMITH_ENGINE=engine).run(operation, {**arguments, "output_path": out})
+        assert result.engine["name"] == engine
+        results.append(result)
+    duck, ref = read(workspace / "d.parquet"), read(workspace / "g.parquet")
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(duck, ref)
+    mine, theirs = manifest(workspace / "d.parquet"), manifest(workspace / "g.parquet")
+    assert mine["verification"] == theirs["verification"]
+    assert mine["inputs"] == theirs["inputs"]
+    return [duck, mine]
+
+
+def _invalid_detail(record: dict[str, Any]) -> str:
+    (check,) = [
+        c
+        for c in record["verification"]
+        if c["name"] == "x-mapsmith:input_geometry_valid" and c.get("argument") == "input_path"
+    ]
+    return str(check["detail"])
+
+
+def test_select_reads_the_parts_in_listing_order(make_app: Callable[..., Any], workspace: Path) -> None:
+    folder = write_parts(workspace / "pts.parquet")
+    out, record = _both(make_app, workspace, "select_features", {"input_path": folder, "where": "v > 2.5"})
+    assert out["name"].tolist() == ["C", "D", "E", "F", "G", "H"]
+    assert "1 of 8 geometries invalid (first feature indices [4]" in _invalid_detail(record)
+
+
+def test_clip_of_the_parts_keeps_the_points_in_the_mask(make_app: Callable[..., Any], workspace: Path) -> None:
+    folder = write_parts(workspace / "pts.parquet")
+    write_layer(workspace / "mask.parquet", [box(X0 + 25, Y0, X0 + 65, Y0 + 20)], UTM)
+    out, record = _both(make_app, workspace, "clip_layer", {"input_path": folder, "mask_path": "mask.parquet"})
+    assert out["name"].tolist() == ["C", "D", "F"]
+    assert "first feature indices [4]" in _invalid_detail(record)
+
+
+def test_reproject_and_buffer_of_clean_parts(make_app: Callable[..., Any], workspace: Path) -> None:
+    """The clean twin (no invalid point): reprojected and buffered by DuckDB as GeoPandas does, row for row."""
+    import shapely
+
+    folder = write_parts(workspace / "pts.parquet", clean=True)
+    out, _ = _both(make_app, workspace, "reproject_layer", {"input_path": folder, "target_crs": "EPSG:4326"})
+    assert out["name"].tolist() == ["A", "B", "C", "D", "F", "G", "H"]
+    assert out.crs.to_epsg() == 4326
+    for engine in ("d", "g"):
+        (workspace / f"{engine}.parquet").unlink()
+        (workspace / f"{engine}.parquet.provenance.json").unlink()
+    out, _ = _both(make_app, workspace, "buffer_layer", {"input_path": folder, "distance_meters": 10})
+    assert out["name"].tolist() == ["A", "B", "C", "D", "F", "G", "H"]
+    # a 10 m buffer of 16 segments a quarter circle (the default): the regular 64-gon, area 64/2 r^2 sin(2 pi / 64)
+    expected = 32 * 100 * math.sin(2 * math.pi / 64)
+    # (the shoelace sum over coordinates near 5e6 m loses about 1e-11 of the area)
+    assert shapely.area(out.geometry.values).tolist() == pytest.approx([expected] * 7, rel=1e-9)
+
+
+def test_buffer_measure_follows_a_rewritten_part(make_app: Callable[..., Any], workspace: Path) -> None:
+    """Trap: the measure is cached per run by the files' bytes; rewriting one part (same folder, same names) must
+    be read again, not answered from the cache."""
+    folder = write_parts(workspace / "pts.parquet", clean=True)
+    app = make_app(MAPSMITH_ENGINE="duckdb")
+    first = app.run("buffer_layer", {"input_path": folder, "distance_meters": 10, "output_path": "b1.parquet"})
+    assert first.engine["name"] == "duckdb"
+    write_layer(workspace / folder / "part-2.parquet", [Point(X0 + 70, Y0 + 10)], UTM, name=["G"], v=[7.0])
+    second = app.run("buffer_layer", {"input_path": folder, "distance_meters": 10, "output_path": "b2.parquet"})
+    assert second.engine["name"] == "duckdb"
+    assert read(workspace / "b2.parquet")["name"].tolist() == ["A", "B", "C", "D", "F", "G"]
+    assert _invalid_detail(manifest(workspace / "b1.parquet")) == "input_path: 0 of 7 geometries invalid"
+    assert _invalid_detail(manifest(workspace / "b2.parquet")) == "input_path: 0 of 6 geometries invalid"
+
+
+def test_spatial_join_of_a_folder_goes_to_geopandas_with_the_reason(
+    make_app: Callable[..., Any], workspace: Path
+) -> None:
+    folder = write_parts(workspace / "pts.parquet", clean=True)
+    write_layer(workspace / "zones.parquet", [box(X0, Y0, X0 + 45, Y0 + 20)], UTM, zone=["Z"])
+    arguments = {"input_path": folder, "join_path": "zones.parquet", "predicate": "intersects", "how": "inner"}
+    result = make_app(MAPSMITH_ENGINE="duckdb").run("spatial_join", {**arguments, "output_path": "j.parquet"})
+    assert result.engine["name"] == "geopandas"
+    assert read(workspace / "j.parquet")["name"].tolist() == ["A", "B", "C", "D"]
+    passed = manifest(workspace / "j.parquet")["x-mapsmith:engine_choice"]["passed_over"]
+    (duck,) = [p for p in passed if p["engine"] == "duckdb"]
+    assert duck["reason"].startswith("input_path is a folder of GeoParquet parts; the DuckDB engine's file-to-file")
