@@ -392,7 +392,10 @@ def _render_scale(r: dict[str, Any], capped: dict[str, Any] | None, f: dict[str,
         "for `select_features`, `clip_layer`, `reproject_layer` and `buffer_layer` (`input_path`), and by "
         "SedonaDB for the two points-in-polygons operations (`tests/parts/test_layers_parts.py`, "
         "`test_points_parts.py`). A hive-partitioned folder, and `spatial_join`'s file-to-file engines, go to "
-        "GeoPandas, which reads the folder whole; the manifest's `x-mapsmith:engine_choice` says why.",
+        "GeoPandas, which reads the folder whole; the manifest's `x-mapsmith:engine_choice` says why. The same four "
+        "DuckDB engines write an `output_path` ending in `.parquet/` as parts of about 256 MiB, in row order (one "
+        "writing thread; part-00000, part-00001 ...), whatever the input's size; where DuckDB cannot take the input, "
+        "the request is refused (`OUTPUT_PARTS_UNSUPPORTED`) with the engines that would write one file.",
         "- Local mode reads from a local disk; a cluster reads from object storage, whose throughput per "
         "executor can be lower than a local disk's, and then sets the pace.",
         "- The measured machine was shared with other work (the load averages are in `docs/benchmarks.md`), so "

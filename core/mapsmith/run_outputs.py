@@ -15,9 +15,11 @@ the runner verifies it, and then:
   verified rows.
 
 An ``output_path`` ending in ``.parquet/`` asks for a folder of Parquet parts (``mapsmith.parts``): only
-engines registered with ``writes_parts`` write one (DuckDB's run_sql, the Spark engines of the sedona stack),
-so ``route_to_parts_writers`` passes the others over before anything runs, and refuses when none is left (any
-other engine would write one file and drop the slash's meaning silently); the engine writes a hidden temporary
+engines registered with ``writes_parts`` write one (DuckDB's run_sql, select_features, clip_layer,
+reproject_layer and buffer_layer, the Spark engines of the sedona stack), so ``route_to_parts_writers`` passes the
+others over before anything runs, and refuses when none is left (any other engine would write one file and drop
+the slash's meaning silently), or, through ``no_parts_writer_takes``, when every writer passed on the input;
+the engine writes a hidden temporary
 folder beside the output, which the runner renames into place like a file (``parts.replace_folder`` over an
 older folder of parts).
 
@@ -147,6 +149,29 @@ def _plan_folder(
         check_output_path(contract, output, inputs, overwrite, given)  # format, inputs, name, parent, existing
         parts.check_folder_output(output, overwrite, given)  # a file there is never swapped for a folder
     return OutputPlan(output, given, parts.temp_folder_for(output), overwrite=overwrite, folder=True)
+
+
+def no_parts_writer_takes(
+    refused: Exception, plan: OutputPlan | None, passed: tuple[dict[str, str], ...], operation: str
+) -> Exception:
+    """For a folder request whose parts writers all passed on the input (NO_ELIGIBLE_ENGINE from the router): the
+    refusal as OUTPUT_PARTS_UNSUPPORTED, naming the engines passed over for writing one file beside the writers'
+    own reasons, with the way out those engines give (one file). Any other error is returned as it is."""
+    from mapsmith.errors import MapSmithError
+
+    if plan is None or not plan.folder or not passed or getattr(refused, "code", None) != "NO_ELIGIBLE_ENGINE":
+        return refused
+    assert isinstance(refused, MapSmithError)
+    writers = list(refused.evidence.get("passed_over", []))
+    one_file = ", ".join(p["engine"] for p in passed)
+    return OutputError(
+        f"{plan.given}: no engine that writes {operation}'s output as a folder of Parquet parts can take this "
+        f"input ({'; '.join(p['reason'] for p in writers)})",
+        code="OUTPUT_PARTS_UNSUPPORTED",
+        evidence={"path": plan.given, "operation": operation, "passed_over": [*writers, *passed]},
+        hint=f"drop the trailing '/' to write one {plan.output.suffix} file, which {one_file} can write; run_sql "
+        "(output_path ending in .parquet/) then writes that file's rows as parts",
+    )
 
 
 def route_to_parts_writers(

@@ -54,6 +54,7 @@ from mapsmith.run_outputs import (
     OutputPlan,
     assemble_container,
     finish_geojson,
+    no_parts_writer_takes,
     plan_output,
     require_folder_written,
     require_wgs84_for_geojson,
@@ -282,7 +283,13 @@ def _run_operation(
         warn_replaced_layers(ctx, plan)
     if contract.output_kind == "dataset:vector":
         ctx.derived = _derived_plan(app, ctx)
-    choice = router.choose_engine(candidates, ctx)
+    try:
+        choice = router.choose_engine(candidates, ctx)
+    except MapSmithError as refused:
+        replaced = no_parts_writer_takes(refused, plan, parts_passed_over, operation)
+        if replaced is refused:
+            raise
+        raise replaced from refused
     if parts_passed_over:
         choice = dataclasses.replace(choice, passed_over=(*parts_passed_over, *choice.passed_over))
     warn_if_experimental(ctx, choice.impl)  # EXPERIMENTAL_OPERATION: a plugin engine not yet promoted

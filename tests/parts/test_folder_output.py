@@ -354,9 +354,14 @@ def test_a_folder_request_names_the_stack_whose_engine_writes_parts(app, workspa
     assert list(gpd.read_parquet(workspace / "j.parquet")["well"]) == ["w1", "w2", "w3"]
 
 
-def test_run_sql_is_routed_as_a_parts_writer_and_buffer_layer_is_not(app) -> None:
+def test_run_sql_and_the_duckdb_layer_engines_are_routed_as_parts_writers(app) -> None:
+    """run_sql, and the DuckDB engines of select_features, clip_layer, reproject_layer and buffer_layer
+    (sql_layer_ops.copy_out); GeoPandas writes one file, and dissolve_layer has no parts writer here."""
     assert [i.writes_parts for i in app.host.implementations["run_sql"]] == [True]
-    assert not any(i.writes_parts for i in app.host.implementations["buffer_layer"])
+    for operation in ("select_features", "clip_layer", "reproject_layer", "buffer_layer"):
+        writers = [i.engine for i in app.host.implementations[operation] if i.writes_parts and i.stack == "opensource"]
+        assert writers == ["duckdb"], operation
+    assert not any(i.writes_parts for i in app.host.implementations["dissolve_layer"] if i.stack == "opensource")
 
 
 def test_require_folder_written_accepts_a_folder_and_refuses_a_file(tmp_path: Path) -> None:

@@ -131,3 +131,100 @@ def test_spatial_join_of_a_folder_goes_to_geopandas_with_the_reason(
     passed = manifest(workspace / "j.parquet")["x-mapsmith:engine_choice"]["passed_over"]
     (duck,) = [p for p in passed if p["engine"] == "duckdb"]
     assert duck["reason"].startswith("input_path is a folder of GeoParquet parts; the DuckDB engine's file-to-file")
+
+
+# -- folders of parts written by DuckDB (output_path ending in ".parquet/") ---------------------------------
+
+
+@pytest.fixture
+def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts of one 2,048-row group each (DuckDB's smallest row group), so a test layer makes many."""
+    from mapsmith_opensource import sql_layer_ops
+
+    monkeypatch.setattr(sql_layer_ops, "PART_OPTIONS", "ROW_GROUP_SIZE 2048, ROW_GROUPS_PER_FILE 1")
+
+
+def _many_points(path: Path, n: int) -> None:
+    write_layer(
+        path,
+        [Point(X0 + i % 500, Y0 + i // 500) for i in range(n)],
+        UTM,
+        pid=list(range(n)),
+        v=[i % 7 for i in range(n)],
+    )
+
+
+def test_select_writes_parts_in_row_order(small_parts: None, make_app: Callable[..., Any], workspace: Path) -> None:
+    """25,000 rows in 2,048-row parts: 13 parts, part-00000 ... part-00012, so part-00010 lists after part-00002
+    (DuckDB's own names, part-10 and part-2, would list 10 first); the folder reads back in the input's order,
+    as the GeoPandas engine's one file does."""
+    import pandas as pd
+
+    _many_points(workspace / "many.parquet", 25_000)
+    arguments = {"input_path": "many.parquet", "where": "v >= 0"}
+    result = make_app().run("select_features", {**arguments, "output_path": "sel.parquet/"})
+    assert result.engine["name"] == "duckdb"
+    names = sorted(p.name for p in (workspace / "sel.parquet").iterdir())
+    assert names == [f"part-{n:05d}.parquet" for n in range(13)]
+    out = read(workspace / "sel.parquet")
+    assert out["pid"].tolist() == list(range(25_000))
+    record = manifest(workspace / "sel.parquet")
+    assert record["parameters"]["x-mapsmith:output_parts"] == 13
+    assert record["output"]["x-mapsmith:digest_rule"] == "parquet-parts-listing"
+    # the clean twin: one file, on GeoPandas, the same rows
+    make_app(MAPSMITH_ENGINE="geopandas").run("select_features", {**arguments, "output_path": "one.parquet"})
+    pd.testing.assert_frame_equal(out, read(workspace / "one.parquet"))
+
+
+def test_an_empty_selection_is_one_declared_part(make_app: Callable[..., Any], workspace: Path) -> None:
+    """Trap: DuckDB writes a part without GeoParquet metadata when no row is written; the part declares the
+    geometry column and the layer's CRS, so the empty folder is still a layer in EPSG:32610."""
+    import pyarrow.parquet as pq
+
+    folder = write_parts(workspace / "pts.parquet")
+    result = make_app().run("select_features", {"input_path": folder, "where": "v > 100", "output_path": "e.parquet/"})
+    assert result.engine["name"] == "duckdb"
+    (part,) = (workspace / "e.parquet").iterdir()
+    assert part.name == "part-00000.parquet" and pq.read_metadata(part).num_rows == 0
+    out = read(workspace / "e.parquet")
+    assert len(out) == 0 and out.crs.to_epsg() == 32610
+
+
+def test_a_folder_output_takes_duckdb_below_its_threshold(make_app: Callable[..., Any], workspace: Path) -> None:
+    """8 points are far below clip_layer's DuckDB threshold, but only DuckDB writes parts on this stack: it runs,
+    and GeoPandas is named as passed over for writing one file. Lines cannot be clipped by DuckDB (cut, not
+    filtered): the folder request is refused with a code, nothing written."""
+    from shapely.geometry import LineString
+
+    from mapsmith.errors import MapSmithError
+
+    folder = write_parts(workspace / "pts.parquet")
+    write_layer(workspace / "mask.parquet", [box(X0 + 25, Y0, X0 + 65, Y0 + 20)], UTM)
+    result = make_app().run(
+        "clip_layer", {"input_path": folder, "mask_path": "mask.parquet", "output_path": "c.parquet/"}
+    )
+    assert result.engine["name"] == "duckdb"
+    assert read(workspace / "c.parquet")["name"].tolist() == ["C", "D", "F"]
+    passed = manifest(workspace / "c.parquet")["x-mapsmith:engine_choice"]["passed_over"]
+    assert {
+        "engine": "geopandas",
+        "reason": "writes one file; output_path ends in '/', which asks for a folder of Parquet parts",
+    } in passed
+    write_layer(workspace / "lines.parquet", [LineString([(X0, Y0), (X0 + 50, Y0 + 10)])], UTM)
+    with pytest.raises(MapSmithError) as refused:
+        make_app().run(
+            "clip_layer", {"input_path": "lines.parquet", "mask_path": "mask.parquet", "output_path": "l.parquet/"}
+        )
+    error = refused.value
+    assert error.code == "OUTPUT_PARTS_UNSUPPORTED"
+    assert [p["engine"] for p in error.evidence["passed_over"]] == ["duckdb", "geopandas"]
+    assert "takes single 2-D points only" in error.evidence["passed_over"][0]["reason"]
+    assert error.hint.startswith("drop the trailing '/' to write one .parquet file, which geopandas can write")
+    assert not (workspace / "l.parquet").exists()
+    # the hint followed: one file, clipped by GeoPandas
+    clipped = make_app().run(
+        "clip_layer", {"input_path": "lines.parquet", "mask_path": "mask.parquet", "output_path": "l.parquet"}
+    )
+    assert clipped.engine["name"] == "geopandas"
+    # the line (0,0)-(50,10) inside x 25..65: from (25,5) to (50,10)
+    assert read(workspace / "l.parquet").geometry.iloc[0].length == pytest.approx(math.hypot(25, 5))

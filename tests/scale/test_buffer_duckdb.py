@@ -86,13 +86,13 @@ def test_points_are_buffered_in_duckdb_as_geopandas_buffers_them(
 
     monkeypatch.setattr(buffer_duckdb, "ONE_THREAD_FROM", 0 if one_thread else 10**12)
     used: list[bool] = []
-    real = buffer_duckdb._one_thread_database
+    real = buffer_duckdb.one_thread_database
 
     def counted() -> Any:
         used.append(True)
         return real()
 
-    monkeypatch.setattr(buffer_duckdb, "_one_thread_database", counted)
+    monkeypatch.setattr(buffer_duckdb, "one_thread_database", counted)
     write_layer(
         workspace / "p.parquet",
         [Point(X0 + 100 * i, Y0 + 50 * i) for i in range(5)],

@@ -21,7 +21,7 @@ buffer_ops' measure has not bounded, or write a field, a row order or a CRS othe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from mapsmith import parts
@@ -30,11 +30,10 @@ from mapsmith_opensource.join_ops.spatial_join_duckdb import (
     DUCKDB_PREFERENCE,
     _geoparquet,
     _name,
-    _text,
     duckdb_database,
 )
 from mapsmith_opensource.registration import Registration
-from mapsmith_opensource.sql_layer_ops import ENGINE, _set_engine, points_layer_problem
+from mapsmith_opensource.sql_layer_ops import ENGINE, _set_engine, copy_out, one_thread_database, points_layer_problem
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -61,7 +60,12 @@ ONE_THREAD_FROM = 100_000
 
 REGISTRATIONS = (
     Registration(
-        "buffer_layer", "buffer_layer_duckdb", engine=ENGINE, preference=DUCKDB_PREFERENCE, eligible="buffer_eligible"
+        "buffer_layer",
+        "buffer_layer_duckdb",
+        engine=ENGINE,
+        preference=DUCKDB_PREFERENCE,
+        eligible="buffer_eligible",
+        writes_parts=True,  # sql_layer_ops.copy_out
     ),
 )
 
@@ -141,16 +145,6 @@ def _measured(ctx: RunContext) -> _Measured:
     return _measure(str(path), stamp, layer.geometry, crs_wkt, distance)
 
 
-@cache
-def _one_thread_database() -> Any:
-    """A DuckDB database of this process for the large COPYs, with one thread (see ONE_THREAD_FROM)."""
-    from mapsmith_opensource import duckdb_spatial
-
-    database = duckdb_spatial.connect()
-    database.execute("SET threads = 1")
-    return database
-
-
 def buffer_eligible(ctx: RunContext) -> str | None:
     """Why DuckDB cannot take this buffer_layer, or None when it can."""
     from mapsmith_opensource.buffer_ops import BUFFER_TOLERANCE, single_candidate
@@ -201,13 +195,10 @@ def buffer_layer_duckdb(ctx: RunContext) -> None:
     buffered = f"ST_Buffer({_name(layer.geometry)}, CAST({units!r} AS DOUBLE), {segments})"
     columns = ", ".join(f"{buffered} AS {_name(c)}" if c == layer.geometry else _name(c) for c in layer.columns)
     assert ctx.temp_output is not None
-    database = _one_thread_database() if measured.rows >= ONE_THREAD_FROM else duckdb_database()
+    database = one_thread_database() if measured.rows >= ONE_THREAD_FROM else duckdb_database()
     with database.cursor() as con:
         # DuckDB keeps the file's row order (preserve_insertion_order) and the column's CRS through ST_Buffer.
-        (written,) = con.execute(
-            f"COPY (SELECT {columns} FROM {parts.parquet_source(layer.path)}) "
-            f"TO {_text(str(ctx.temp_output))} (FORMAT parquet)"
-        ).fetchone()
+        written = copy_out(ctx, con, f"SELECT {columns} FROM {parts.parquet_source(layer.path)}", layer)
     ctx.parameters["x-mapsmith:distance_in_analysis_units"] = units
     ctx.crs_decisions["x-mapsmith:buffer_projection"] = single_projection_record(measured.error)
     # The runner counts the written buffers' validity and types itself (verify.facts, in DuckDB): a buffer of a

@@ -38,7 +38,6 @@ from mapsmith import parts
 from mapsmith.errors import ArgumentError
 from mapsmith_opensource.join_ops.spatial_join_duckdb import (
     DUCKDB_PREFERENCE,
-    _declare_geoparquet,
     _GeoParquet,
     _geoparquet,
     _name,
@@ -52,6 +51,7 @@ from mapsmith_opensource.sql_layer_ops import (
     _layer_problem,
     _record_input_validity,
     _set_engine,
+    copy_out,
 )
 
 if TYPE_CHECKING:
@@ -77,6 +77,7 @@ REGISTRATIONS = (
         engine=ENGINE,
         preference=DUCKDB_PREFERENCE,
         eligible="select_eligible",
+        writes_parts=True,  # sql_layer_ops.copy_out
     ),
 )
 
@@ -322,17 +323,14 @@ def select_features_duckdb(ctx: RunContext) -> None:
         with ThreadPoolExecutor(max_workers=1) as pool:
             scanning = pool.submit(_inspect_input, scanner, layer)
             found = con.execute(f"SELECT count(*), {counts} FROM {source}").fetchone()
-            (written,) = con.execute(
-                f"COPY (SELECT {', '.join(_name(c) for c in layer.columns)} FROM {source} WHERE {selected}) "
-                f"TO {_text(str(ctx.temp_output))} (FORMAT parquet)"
-            ).fetchone()
+            written = copy_out(
+                ctx, con, f"SELECT {', '.join(_name(c) for c in layer.columns)} FROM {source} WHERE {selected}", layer
+            )
             inspected = scanning.result()
     finally:
         con.close()
         scanner.close()
     scan = _record_input_validity(ctx, inspected)
-    if not written:  # DuckDB leaves out the GeoParquet metadata when no row has a geometry
-        written = _declare_geoparquet(ctx.temp_output, layer)
     count, total = int(written), int(found[0])
     criteria = []
     for i, (mode, expression, _) in enumerate(compiled):
