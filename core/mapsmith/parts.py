@@ -52,7 +52,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -328,14 +328,22 @@ def _mixed(folder: Path, code: str, what: str, first: str, other: str, hint: str
     )
 
 
-def inspect_folder(path: Path, layer: str | None = None, *, validity: bool = False) -> DatasetInfo:
+def inspect_folder(
+    path: Path,
+    layer: str | None = None,
+    *,
+    validity: bool = False,
+    scan: Callable[[list[Path], str, bool], dict[str, Any] | None] | None = None,
+) -> DatasetInfo:
     """Describe a folder of (Geo)Parquet parts as one dataset, from the parts' footers.
 
     Schema and CRS come from the first part and must be the same in every part; the feature count is
     the sum of the footers' row counts; the bounds are the union of the parts' GeoParquet ``bbox``, else
     of their ``covering`` bbox column's footer statistics (a streaming pass over the geometries only when
     a part has neither, or when ``validity`` asks for the invalid count). ``layer`` may name the folder's
-    one layer (its stem) or be None. Hive partition keys are listed among the fields. Raises the
+    one layer (its stem) or be None. ``scan`` (the parts, the geometry column, whether to count the invalid),
+    when given, answers that pass in an engine, with _scan_geometries' keys (None: it could not, and the
+    stream answers). Hive partition keys are listed among the fields. Raises the
     ``part_members`` refusals, PARTS_SCHEMA_MIXED, PARTS_CRS_MIXED, LAYER_NOT_FOUND, and
     INPUT_UNREADABLE for a damaged footer.
     """
@@ -413,7 +421,8 @@ def inspect_folder(path: Path, layer: str | None = None, *, validity: bool = Fal
     invalid = None
     generic = not types or bool(types & {"Geometry", "GeometryCollection", "Unknown"})
     if validity or need_scan or generic:
-        scanned = _scan_geometries(part_files(folder) if (validity or generic) else need_scan, column_name)
+        files = part_files(folder) if (validity or generic) else need_scan
+        scanned = (scan(files, column_name, validity) if scan else None) or _scan_geometries(files, column_name)
         if validity:
             invalid = scanned["invalid"]
         if generic or validity:

@@ -339,7 +339,7 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
     from mapsmith import parts
 
     if parts.is_parts_folder(path):  # a folder of Parquet parts is one dataset (mapsmith.parts)
-        return parts.inspect_folder(path, layer, validity=validity)
+        return parts.inspect_folder(path, layer, validity=validity, scan=_duckdb_parts_scan)
     plain = _plain_table(path)
     if plain is not None:
         return plain
@@ -483,6 +483,32 @@ def _duckdb_facts(path: Path, validity: bool = True) -> OutputFacts | None:
     except duckdb.Error:
         return None
     return facts_from_row(dict(zip(names, row, strict=True)))
+
+
+def _duckdb_parts_scan(files: list[Path], column: str, validity: bool) -> dict[str, Any] | None:
+    """parts.inspect_folder's geometry pass as verify.facts' query in DuckDB over the parts (WKB GeoParquet), or
+    None where DuckDB cannot answer it: the stream then does. Measured on 10,000,000 points in 10 parts declaring
+    no geometry types: a MapSmith select_features took 21.6 s with the shapely stream, most of it here."""
+    import duckdb
+
+    from mapsmith.verify.facts import facts_from_row, facts_sql
+    from mapsmith_opensource.join_ops.spatial_join_duckdb import duckdb_database
+
+    geo = strict_json_loads((_parquet_metadata(files[0]).metadata or {}).get(b"geo", b"{}") or b"{}")
+    if geo.get("columns", {}).get(column, {}).get("encoding", "WKB") != "WKB":
+        return None
+    name = '"' + column.replace('"', '""') + '"'
+    listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+    source = f"read_parquet([{listed}], hive_partitioning = false)"
+    try:
+        with duckdb_database().cursor() as con:
+            cursor = con.execute(facts_sql(source, f"{name}::GEOMETRY", validity))
+            row = cursor.fetchone()
+            names = [d[0] for d in cursor.description]
+    except duckdb.Error:
+        return None
+    facts = facts_from_row(dict(zip(names, row, strict=True)))
+    return {"types": set(facts.geometry_types), "invalid": facts.invalid, "bounds": facts.bounds}
 
 
 def _parquet_metadata(path: Path) -> Any:
