@@ -463,18 +463,21 @@ def scan_facts(path: Path, layer: str | None = None, *, validity: bool = True) -
 def _duckdb_facts(path: Path, validity: bool = True) -> OutputFacts | None:
     """verify.facts' query in DuckDB over a WKB GeoParquet file, or None where DuckDB cannot answer it
     (another encoding, a geometry its reader refuses): the streaming pass then answers the same question."""
-    import duckdb
-
-    from mapsmith.verify.facts import facts_from_row, facts_sql
-
     geo = strict_json_loads((_parquet_metadata(path).metadata or {}).get(b"geo", b"{}") or b"{}")
     column = geo.get("primary_column")
     if not column or geo.get("columns", {}).get(column, {}).get("encoding", "WKB") != "WKB":
         return None
+    return _facts_in_duckdb("read_parquet('" + str(path).replace("'", "''") + "')", str(column), validity)
+
+
+def _facts_in_duckdb(source: str, column: str, validity: bool) -> OutputFacts | None:
+    """verify.facts' query over ``source`` (a read_parquet(...)) in DuckDB, or None where DuckDB refuses it."""
+    import duckdb
+
+    from mapsmith.verify.facts import facts_from_row, facts_sql
     from mapsmith_opensource.join_ops.spatial_join_duckdb import duckdb_database
 
-    name = '"' + str(column).replace('"', '""') + '"'
-    source = "read_parquet('" + str(path).replace("'", "''") + "')"
+    name = '"' + column.replace('"', '""') + '"'
     try:
         with duckdb_database().cursor() as con:
             cursor = con.execute(facts_sql(source, f"{name}::GEOMETRY", validity))
@@ -489,25 +492,13 @@ def _duckdb_parts_scan(files: list[Path], column: str, validity: bool) -> dict[s
     """parts.inspect_folder's geometry pass as verify.facts' query in DuckDB over the parts (WKB GeoParquet), or
     None where DuckDB cannot answer it: the stream then does. Measured on 10,000,000 points in 10 parts declaring
     no geometry types: a MapSmith select_features took 21.6 s with the shapely stream, most of it here."""
-    import duckdb
-
-    from mapsmith.verify.facts import facts_from_row, facts_sql
-    from mapsmith_opensource.join_ops.spatial_join_duckdb import duckdb_database
-
     geo = strict_json_loads((_parquet_metadata(files[0]).metadata or {}).get(b"geo", b"{}") or b"{}")
     if geo.get("columns", {}).get(column, {}).get("encoding", "WKB") != "WKB":
         return None
-    name = '"' + column.replace('"', '""') + '"'
     listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-    source = f"read_parquet([{listed}], hive_partitioning = false)"
-    try:
-        with duckdb_database().cursor() as con:
-            cursor = con.execute(facts_sql(source, f"{name}::GEOMETRY", validity))
-            row = cursor.fetchone()
-            names = [d[0] for d in cursor.description]
-    except duckdb.Error:
+    facts = _facts_in_duckdb(f"read_parquet([{listed}], hive_partitioning = false)", column, validity)
+    if facts is None:
         return None
-    facts = facts_from_row(dict(zip(names, row, strict=True)))
     return {"types": set(facts.geometry_types), "invalid": facts.invalid, "bounds": facts.bounds}
 
 
