@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mapsmith import parts
 from mapsmith_opensource.common import read_input, record_input_validity, require_valid
 from mapsmith_opensource.join_ops import points_in_polygons as points_ops
 from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
@@ -120,22 +121,20 @@ def _direct_points_in_polygons(
     ctx: RunContext, new_fields: list[str], value_field: str | None, weight_field: str | None = None
 ) -> _DirectFound:
     """join_ops.points_in_polygons._points_in_polygons with points_path read, checked and matched inside SedonaDB."""
-    import json
     import uuid
 
     import numpy as np
-    import pyarrow.parquet as pq
 
     polygons = read_input(ctx)
     path = ctx.paths["points_path"]
-    geometry = json.loads(pq.read_schema(sql.point_files(path)[0]).metadata[b"geo"])["primary_column"]
+    geometry = sql.points_geometry(path)
     sd = _connection()
     suffix = uuid.uuid4().hex
     points, zones = f"mapsmith_points_{suffix}", f"mapsmith_polygons_{suffix}"
     g = _quote(geometry)
     value, weight = _as_double(value_field), _as_double(weight_field)
     try:
-        sd.read_parquet([str(f) for f in sql.point_files(path)]).to_view(points)
+        sd.read_parquet([str(f) for f in parts.dataset_files(path)]).to_view(points)
         rows, missing, invalid, nulls = (
             sd.sql(
                 f"SELECT count(*), count(*) FILTER (WHERE {g} IS NULL OR ST_IsEmpty({g})), "
@@ -214,14 +213,11 @@ def _direct_or_note(ctx: RunContext, value_field: str | None) -> bool:
 def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field: str | None) -> tuple[Any, Any]:
     """The polygons (read and checked by the GeoPandas engine's code) and points_in_polygons_sql's aggregate,
     run in SedonaDB on points_path as read from its file: one row per polygon and one of point facts back."""
-    import json
     import uuid
-
-    import pyarrow.parquet as pq
 
     polygons = read_input(ctx)
     path = ctx.paths["points_path"]
-    geometry = json.loads(pq.read_schema(sql.point_files(path)[0]).metadata[b"geo"])["primary_column"]
+    geometry = sql.points_geometry(path)
     shared._refuse_existing(ctx, polygons, new_fields)
     require_valid(ctx, polygons, "input_path", shared.UNDEFINED_ON_INVALID)
     sd = _connection()
@@ -236,7 +232,7 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
         f"{sql.point_flags(g)} FROM {points})"
     )
     try:
-        sd.read_parquet([str(f) for f in sql.point_files(path)]).to_view(points)
+        sd.read_parquet([str(f) for f in parts.dataset_files(path)]).to_view(points)
         if len(polygons) == 0:  # nothing to match (and SedonaDB cannot type an empty WKB column)
             scan = sql.points_scan_sql(points, g, sql.as_double(value_field))
             found = sql.read_point_facts(sd.sql(scan).to_arrow_table(), 0)

@@ -175,8 +175,7 @@ def _layer_problem(ctx: RunContext, operation: str, min_rows: int) -> tuple[str 
     path = ctx.paths["input_path"]
     info = ctx.inputs["input_path"]
     if parts.is_parts_folder(path):
-        if parts.hive_columns(path):
-            keys = "/".join(parts.hive_columns(path))
+        if keys := "/".join(parts.hive_columns(path)):
             why = f"input_path is a folder partitioned by {keys} (key=value/ subfolders); the DuckDB {operation} reads"
             return f"{why} plain parts", None
     elif not io.is_parquet(path) or not path.is_file():

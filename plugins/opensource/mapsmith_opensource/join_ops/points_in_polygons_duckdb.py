@@ -84,19 +84,17 @@ def _set_engine(ctx: RunContext) -> None:
 
 def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None) -> tuple[Any, sql.Aggregated]:
     """The polygons (read and checked by the GeoPandas engine's code) and the aggregate, run in DuckDB."""
-    import json
     import uuid
 
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
     import shapely
 
     from mapsmith_opensource.join_ops.spatial_join_duckdb import duckdb_database
 
     polygons = read_input(ctx)
     path = ctx.paths["points_path"]
-    geometry = json.loads(pq.read_schema(sql.point_files(path)[0]).metadata[b"geo"])["primary_column"]
+    geometry = sql.points_geometry(path)
     shared._refuse_existing(ctx, polygons, new_fields)
     require_valid(ctx, polygons, "input_path", shared.UNDEFINED_ON_INVALID)
     plain = False

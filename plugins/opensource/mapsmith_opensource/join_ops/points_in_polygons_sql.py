@@ -264,11 +264,15 @@ def read_point_facts(table: Any, polygons: int) -> Aggregated:
     return Aggregated(zeros, stats, zeros.copy(), facts, counts)
 
 
-def point_files(path: Path) -> list[Path]:
-    """points_path as the files an engine reads (mapsmith.parts.dataset_files)."""
+def points_geometry(path: Path) -> str:
+    """points_path's primary geometry column, from its footer (a folder's first part: the parts share a schema)."""
+    import json
+
+    import pyarrow.parquet as pq
+
     from mapsmith import parts
 
-    return parts.dataset_files(path)
+    return str(json.loads(pq.read_schema(parts.dataset_files(path)[0]).metadata[b"geo"])["primary_column"])
 
 
 def duckdb_points_source(path: Path) -> tuple[str, str]:
@@ -292,8 +296,7 @@ def points_file_problem(ctx: RunContext, value_field: str | None, engine: str) -
 
     path = ctx.paths["points_path"]
     if parts.is_parts_folder(path):
-        if parts.hive_columns(path):
-            keys = "/".join(parts.hive_columns(path))
+        if keys := "/".join(parts.hive_columns(path)):
             return (
                 f"points_path is a folder partitioned by {keys} (key=value/ subfolders); the direct path reads plain "
                 "parts"
@@ -301,7 +304,7 @@ def points_file_problem(ctx: RunContext, value_field: str | None, engine: str) -
     elif not io.is_parquet(path):
         return f"points_path is {ctx.inputs['points_path'].driver}, not GeoParquet, which {engine} reads directly"
     # a folder's parts share one schema and CRS (mapsmith.parts.inspect_folder refused the run otherwise)
-    schema = pq.read_schema(point_files(path)[0])
+    schema = pq.read_schema(parts.dataset_files(path)[0])
     meta = schema.metadata or {}
     geo = json.loads(meta.get(b"geo") or b"{}")
     columns = geo.get("columns", {})
@@ -335,7 +338,9 @@ def first_invalid_points(path: Path, geometry: str, limit: int = 50) -> list[tup
 
     found: list[tuple[int, str]] = []
     offset = 0
-    files = point_files(path)
+    from mapsmith import parts
+
+    files = parts.dataset_files(path)
     for batch in (b for f in files for b in pq.ParquetFile(f).iter_batches(columns=[geometry], batch_size=65_536)):
         geoms = shapely.from_wkb(batch.column(0).to_numpy(zero_copy_only=False))
         bad = ~(shapely.is_missing(geoms) | shapely.is_empty(geoms)) & ~shapely.is_valid(geoms)
