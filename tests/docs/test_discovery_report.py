@@ -249,3 +249,29 @@ def test_the_page_reports_the_held_out_half_apart(rendered: str) -> None:
     held_out = sum(not report.in_calibration_half(r["id"]) for r in data["requests"])
     assert f"| built-in | nothing declared | held-out | {held_out} |" in rendered
     assert "## What the catalogue declares it does not do" in rendered
+
+
+def test_the_latency_section_renders_the_recorded_measurement(tmp_path: Path, rendered: str) -> None:
+    """The page's one timed section is the committed measurement, and its verdict follows the numbers: a
+    median of 25 ms in either QGIS row is "not met", 19.99 ms is "met"; the built-in rows never decide it."""
+    recorded = json.loads(report.LATENCY.read_text(encoding="utf-8"))
+    assert {c["catalogue"] for c in recorded["catalogues"]} == {"built-in", "with QGIS"}
+    assert "## How long a search takes" in rendered
+    qgis = next(c for c in recorded["catalogues"] if c["catalogue"] == "with QGIS")
+    assert qgis["entries"] > 400 and all(r["searches"] > 0 for r in qgis["rows"])
+    for r in qgis["rows"]:
+        assert f"| {r['median_ms']:.2f} ms |" in rendered
+
+    def verdict(medians: dict[str, list[float]]) -> str:
+        data = json.loads(json.dumps(recorded))
+        for c in data["catalogues"]:
+            for r, value in zip(c["rows"], medians[c["catalogue"]], strict=True):
+                r["median_ms"] = value
+        path = tmp_path / "latency.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        text = "\n".join(report._latency_section(path))
+        return text.rsplit(": ", 1)[1]
+
+    assert verdict({"built-in": [1.0, 1.0], "with QGIS": [5.0, 25.0]}) == "not met."
+    assert verdict({"built-in": [30.0, 30.0], "with QGIS": [19.99, 3.0]}) == "met."
+    assert "is missing" in "\n".join(report._latency_section(tmp_path / "absent.json"))
