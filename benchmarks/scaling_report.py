@@ -389,10 +389,11 @@ def _render_scale(r: dict[str, Any], capped: dict[str, Any] | None, f: dict[str,
         "computed by the driver after the write, not in the executors.",
         "- On the open-source stack a folder of plain parts (no `key=value/` subfolders) is read part by part, in "
         "listing order, by DuckDB for `count_in_polygons` and `summarize_points_in_polygons` (`points_path`) and "
-        "for `select_features`, `clip_layer`, `reproject_layer` and `buffer_layer` (`input_path`), and by "
-        "SedonaDB for the two points-in-polygons operations (`tests/parts/test_layers_parts.py`, "
-        "`test_points_parts.py`). A hive-partitioned folder, and `spatial_join`'s file-to-file engines, go to "
-        "GeoPandas, which reads the folder whole; the manifest's `x-mapsmith:engine_choice` says why. The same four "
+        "for `select_features`, `clip_layer`, `reproject_layer` and `buffer_layer` (`input_path`) and `spatial_join` "
+        "(either input), and by SedonaDB for the two points-in-polygons operations "
+        "(`tests/parts/test_layers_parts.py`, `test_points_parts.py`). A hive-partitioned folder goes to GeoPandas, "
+        "which reads the folder whole, and SedonaDB's file-to-file join reads one file (a folder takes its WKB "
+        "path); the manifest's `x-mapsmith:engine_choice` and notes say why. The same four "
         "DuckDB engines write an `output_path` ending in `.parquet/` as parts of about 256 MiB, in row order (one "
         "writing thread; part-00000, part-00001 ...), whatever the input's size; where DuckDB cannot take the input, "
         "the request is refused (`OUTPUT_PARTS_UNSUPPORTED`) with the engines that would write one file.",

@@ -263,19 +263,21 @@ def dataset_files(path: Path) -> list[Path]:
     return part_files(path) if is_parts_folder(path) else [Path(path)]
 
 
-def duckdb_row_position(path: Path) -> str:
+def duckdb_row_position(path: Path, alias: str | None = None) -> str:
     """Over ``parquet_source(path, row_numbers=True)``: a row's position in the dataset, from 0 -- its
-    ``file_row_number``, plus for a folder the rows of the parts listed before its own (their footers' counts)."""
+    ``file_row_number``, plus for a folder the rows of the parts listed before its own (their footers' counts).
+    ``alias`` qualifies the columns (``l`` gives ``l.file_row_number``) where two sources are joined."""
     import pyarrow.parquet as pq
 
+    at = f"{alias}." if alias else ""
     if not is_parts_folder(path):
-        return "file_row_number"
+        return f"{at}file_row_number"
     offsets, total = [], 0
     for file in part_files(path):
         offsets.append(total)
         total += pq.read_metadata(file).num_rows
     listed = ", ".join(f"{o}::BIGINT" for o in offsets)
-    return f"([{listed}])[CAST(file_index AS BIGINT) + 1] + file_row_number"
+    return f"([{listed}])[CAST({at}file_index AS BIGINT) + 1] + {at}file_row_number"
 
 
 def parquet_source(path: Path, *, row_numbers: bool = False) -> str:

@@ -1,7 +1,8 @@
 """select_features, clip_layer, reproject_layer and buffer_layer on DuckDB with input_path a folder of GeoParquet
 parts: DuckDB reads the parts in listing order (the order GeoPandas reads them in), and the rows, fields and record
-are the GeoPandas engine's. spatial_join's file-to-file engines read one file: a folder goes to GeoPandas with the
-reason (it crashed in DuckDB's eligibility before: "path is a directory").
+are the GeoPandas engine's. spatial_join on DuckDB reads folders as either input; SedonaDB's file-to-file join reads
+one file, so there a folder takes its WKB path with the reason (it crashed in the eligibility before: "path is a
+directory").
 
 Local grid in EPSG:32610 (x0 = 500,000 E, y0 = 5,000,000 N), a unit a metre. The parts are written last to
 first, so the order the files were made in is not the listing order:
@@ -119,18 +120,50 @@ def test_buffer_measure_follows_a_rewritten_part(make_app: Callable[..., Any], w
     assert _invalid_detail(manifest(workspace / "b2.parquet")) == "input_path: 0 of 6 geometries invalid"
 
 
-def test_spatial_join_of_a_folder_goes_to_geopandas_with_the_reason(
+def _zone_parts(workspace: Path) -> str:
+    """join_path as two parts: Z1 = 15..45 x 0..20 (row 0 of part-0), Z2 = 25..65 x 0..20 (row 0 of part-1)."""
+    folder = workspace / "zones.parquet"
+    folder.mkdir()
+    write_layer(folder / "part-0.parquet", [box(X0 + 15, Y0, X0 + 45, Y0 + 20)], UTM, zone=["Z1"])
+    write_layer(folder / "part-1.parquet", [box(X0 + 25, Y0, X0 + 65, Y0 + 20)], UTM, zone=["Z2"])
+    return folder.name
+
+
+def test_spatial_join_of_two_folders_on_duckdb_is_geopandas_record(
     make_app: Callable[..., Any], workspace: Path
 ) -> None:
+    """Both inputs folders of parts, read by DuckDB itself. By hand (E left out: A B C | D F | G H): Z1 holds B, C,
+    D and Z2 holds C, D, F, so the pairs in (input row, join row) order are B-Z1, C-Z1, C-Z2, D-Z1, D-Z2, F-Z2; 4
+    input features matched of 7, both zones. The trap: A, D and G are each row 0 of their part, and so are Z1 and
+    Z2; taken by their part's row number alone, the zones are one (1 matched) and B, D, F one input row."""
+    arguments = {
+        "input_path": write_parts(workspace / "pts.parquet", clean=True),
+        "join_path": _zone_parts(workspace),
+        "predicate": "intersects",
+        "how": "inner",
+    }
+    duck, record = _both(make_app, workspace, "spatial_join", arguments)
+    assert duck["name"].tolist() == ["B", "C", "C", "D", "D", "F"]
+    assert duck["zone"].tolist() == ["Z1", "Z1", "Z2", "Z1", "Z2", "Z2"]
+    counts = record["parameters"]["x-mapsmith:join_counts"]
+    assert (counts["input_features"], counts["input_features_matched"], counts["join_features_matched"]) == (7, 4, 2)
+    assert counts["matched_pairs"] == counts["output_features"] == 6
+
+
+def test_spatial_join_of_a_folder_on_sedonadb_takes_its_wkb_path_with_the_reason(
+    make_app: Callable[..., Any], workspace: Path
+) -> None:
+    """SedonaDB's file-to-file join reads one file: a folder is read whole and joined on its WKB path, and the
+    record says why. By hand: the zone 0..45 x 0..20 holds A, B, C, D (E left out)."""
+    pytest.importorskip("sedonadb")
     folder = write_parts(workspace / "pts.parquet", clean=True)
     write_layer(workspace / "zones.parquet", [box(X0, Y0, X0 + 45, Y0 + 20)], UTM, zone=["Z"])
     arguments = {"input_path": folder, "join_path": "zones.parquet", "predicate": "intersects", "how": "inner"}
-    result = make_app(MAPSMITH_ENGINE="duckdb").run("spatial_join", {**arguments, "output_path": "j.parquet"})
-    assert result.engine["name"] == "geopandas"
+    result = make_app(MAPSMITH_ENGINE="sedonadb").run("spatial_join", {**arguments, "output_path": "j.parquet"})
+    assert result.engine["name"] == "sedonadb"
     assert read(workspace / "j.parquet")["name"].tolist() == ["A", "B", "C", "D"]
-    passed = manifest(workspace / "j.parquet")["x-mapsmith:engine_choice"]["passed_over"]
-    (duck,) = [p for p in passed if p["engine"] == "duckdb"]
-    assert duck["reason"].startswith("input_path is a folder of GeoParquet parts; the DuckDB engine's file-to-file")
+    notes = " ".join(manifest(workspace / "j.parquet")["notes"])
+    assert "input_path is a folder of parts; the SedonaDB engine joins one GeoParquet file" in notes
 
 
 # -- folders of parts written by DuckDB (output_path ending in ".parquet/") ---------------------------------

@@ -1,5 +1,8 @@
 """spatial_join inside DuckDB, GeoParquet file to GeoParquet file: no feature passes through Python.
 
+Either input may be a folder of plain GeoParquet parts, read by DuckDB in listing order (the order GeoPandas reads
+it in); a row's position is counted across the parts (parts.duckdb_row_position), never by its part alone.
+
 Eligible only where it gives the same rows and record as the GeoPandas engine (see
 duckdb_join_eligible); the counts and checks are spatial_join's own. It must never join layers in two
 CRS, measure geodesically, or write a field type the GeoPandas engine would write differently.
@@ -121,7 +124,7 @@ def _geoparquet(path: Path, key: str, engine: str = "DuckDB", *, folders: bool =
     """The footer facts of one input, and why ``engine`` cannot join it (the SedonaDB engine asks too: the
     two file-to-file engines carry the same layers; the reserved row-position name and the case-blind field
     names are DuckDB's own). A folder of plain parts is read from its first part's footer when ``folders``
-    (the caller reads the parts: sql_layer_ops), else refused with the reason."""
+    (the caller reads the parts: the DuckDB join, sql_layer_ops), else refused with the reason."""
     import json
 
     import pyarrow.parquet as pq
@@ -231,7 +234,9 @@ def file_join_problem(ctx: RunContext, engine: str = "DuckDB") -> str | None:
 
 def layers_problem(ctx: RunContext, engine: str = "DuckDB") -> tuple[dict[str, _GeoParquet], str | None]:
     """Both inputs' footers, and why ``engine`` cannot carry their fields as the GeoPandas engine does (or None)."""
-    layers = {key: _geoparquet(ctx.paths[key], key, engine) for key in ("input_path", "join_path")}
+    # DuckDB reads a folder's parts itself (parts.parquet_source); SedonaDB's file path reads one file
+    folders = engine == "DuckDB"
+    layers = {key: _geoparquet(ctx.paths[key], key, engine, folders=folders) for key in ("input_path", "join_path")}
     return layers, layers["input_path"].problem or layers["join_path"].problem
 
 
@@ -436,12 +441,13 @@ def spatial_join_duckdb(ctx: RunContext) -> None:
     import duckdb
     from pyproj import CRS
 
+    from mapsmith import parts
     from mapsmith.runner import OutputStats
 
     versions = _duckdb_versions()
     ctx.set_engine("duckdb", versions["duckdb"], **{"duckdb-spatial": versions["duckdb-spatial"]})
     how, predicate = ctx.arguments["how"], ctx.arguments["predicate"]
-    layers = {key: _geoparquet(ctx.paths[key], key) for key in ("input_path", "join_path")}
+    layers = {key: _geoparquet(ctx.paths[key], key, folders=True) for key in ("input_path", "join_path")}
     left, join = layers["input_path"], layers["join_path"]
     crs = CRS.from_wkt(ctx.inputs["input_path"].crs_wkt)
     columns = join_columns(left, join)
@@ -470,11 +476,14 @@ def spatial_join_duckdb(ctx: RunContext) -> None:
             scanning = pool.submit(_inspect_inputs, scanner, layers)
             failure: duckdb.Error | None = None
             try:
+                # a row's position across a folder's parts, not its part's row number alone: row 0 of two
+                # parts are two rows (the order and the distinct counts below depend on it)
                 con.execute(
-                    f"CREATE TEMP TABLE joined AS SELECT l.{ROW_NUMBER} AS {i}, r.{ROW_NUMBER} AS {j}, "
-                    f"{', '.join(fields)} FROM read_parquet({_text(str(left.path))}, {ROW_NUMBER} = true) AS l "
+                    f"CREATE TEMP TABLE joined AS SELECT {parts.duckdb_row_position(left.path, 'l')} AS {i}, "
+                    f"{parts.duckdb_row_position(join.path, 'r')} AS {j}, {', '.join(fields)} "
+                    f"FROM {parts.parquet_source(left.path, row_numbers=True)} AS l "
                     f"{'LEFT JOIN' if how == 'left' else 'JOIN'} "
-                    f"read_parquet({_text(str(join.path))}, {ROW_NUMBER} = true) AS r ON {condition} "
+                    f"{parts.parquet_source(join.path, row_numbers=True)} AS r ON {condition} "
                     f"ORDER BY {i}, {j}",
                     values,
                 )
