@@ -62,9 +62,11 @@ def type_name(engine_name: str) -> str:
     return _BY_UPPER.get(key, engine_name)
 
 
-def facts_sql(source: str, geometry: str, validity: bool = True) -> str:
+def facts_sql(source: str, geometry: str, validity: bool = True, valid: str | None = None) -> str:
     """One query for every fact, over ``source`` (a table, view or ``read_parquet(...)``) whose
     geometry column is ``geometry`` (quoted by the caller, cast to the engine's geometry type if needed).
+    ``valid``: the engine's expression for "the geometry is valid" when it has a faster one than
+    ``ST_IsValid(geometry)`` giving the same answer (DuckDB: mapsmith_opensource.duckdb_spatial.valid_sql).
 
     Each geometry function is written once per aggregate so no engine can hoist a shared call out of
     its type (SedonaDB 0.5 did, see points_in_polygons_sql.point_flags). The extent is taken over
@@ -73,7 +75,7 @@ def facts_sql(source: str, geometry: str, validity: bool = True) -> str:
     g = geometry
     # Without ``validity`` the invalid count is 0, not counted: for a header read that wants only the types
     # and extent (ST_IsValid was a third of the query's time on 1,000,000 points).
-    invalid = f"count(*) FILTER (WHERE NOT ST_IsValid({g}))" if validity else "CAST(0 AS BIGINT)"
+    invalid = f"count(*) FILTER (WHERE NOT {valid or f'ST_IsValid({g})'})" if validity else "CAST(0 AS BIGINT)"
     return (
         f"SELECT count(*) AS rows, count(*) FILTER (WHERE {g} IS NULL OR ST_IsEmpty({g})) AS missing, "
         f"{invalid} AS invalid, "

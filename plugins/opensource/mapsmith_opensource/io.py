@@ -475,12 +475,13 @@ def _facts_in_duckdb(source: str, column: str, validity: bool) -> OutputFacts | 
     import duckdb
 
     from mapsmith.verify.facts import facts_from_row, facts_sql
+    from mapsmith_opensource.duckdb_spatial import valid_sql
     from mapsmith_opensource.join_ops.spatial_join_duckdb import duckdb_database
 
-    name = '"' + column.replace('"', '""') + '"'
+    g = '"' + column.replace('"', '""') + '"::GEOMETRY'
     try:
         with duckdb_database().cursor() as con:
-            cursor = con.execute(facts_sql(source, f"{name}::GEOMETRY", validity))
+            cursor = con.execute(facts_sql(source, g, validity, valid_sql(g)))
             row = cursor.fetchone()
             names = [d[0] for d in cursor.description]
     except duckdb.Error:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mapsmith_opensource.common import read_input, require_valid
+from mapsmith_opensource.duckdb_spatial import valid_sql
 from mapsmith_opensource.join_ops import points_in_polygons as points_ops
 from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
 from mapsmith_opensource.join_ops import shared
@@ -101,7 +102,8 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
     source, row_id = sql.duckdb_points_source(path)
     g = f"{sql.quote(geometry)}::GEOMETRY"  # the CRS dropped: both layers' are equal (eligibility)
     relation = (
-        f"(SELECT {row_id} AS id, {g} AS g, {sql.as_double(value_field)} AS v, {sql.point_flags(g)} FROM {source})"
+        f"(SELECT {row_id} AS id, {g} AS g, {sql.as_double(value_field)} AS v, {sql.point_flags(g, valid_sql(g))} "
+        f"FROM {source})"
     )
     zones = f"mapsmith_polygons_{uuid.uuid4().hex}"
     wkb = pa.array(shapely.to_wkb(np.asarray(polygons.geometry.values, dtype=object)), type=pa.binary())
@@ -109,13 +111,13 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
     con = duckdb_database().cursor()  # a cursor of its own: its registered table is seen by no other run
     try:
         if len(polygons) == 0:
-            scan = sql.points_scan_sql(source, g, sql.as_double(value_field))
+            scan = sql.points_scan_sql(source, g, sql.as_double(value_field), valid_sql(g))
             found = sql.read_point_facts(con.execute(scan).to_arrow_table(), 0)
         else:
             con.register(zones, arrow)
             shapes = f"(SELECT n, ST_GeomFromWKB(wkb) AS g FROM {zones})"
             light = f"(SELECT {g} AS g, {sql.as_double(value_field)} AS v FROM {source})"
-            scan = sql.points_scan_sql(source, g, sql.as_double(value_field))
+            scan = sql.points_scan_sql(source, g, sql.as_double(value_field), valid_sql(g))
             found, plain = sql.aggregate(
                 lambda q: con.execute(q).to_arrow_table(),
                 (relation, shapes),

@@ -59,16 +59,17 @@ def as_double(name: str | None) -> str:
     return f"CASE WHEN isnan(CAST({quote(name)} AS DOUBLE)) THEN NULL ELSE CAST({quote(name)} AS DOUBLE) END"
 
 
-def point_flags(geometry: str) -> str:
+def point_flags(geometry: str, valid: str | None = None) -> str:
     """The per-point columns the aggregate reads, from a geometry expression: ``missing`` (null or
-    empty) and ``bad`` (present but not valid), each 0 or 1."""
+    empty) and ``bad`` (present but not valid), each 0 or 1. ``valid``: the engine's faster expression for
+    ``ST_IsValid(geometry)`` where it has one (DuckDB: duckdb_spatial.valid_sql)."""
     g = geometry
     # Each geometry function appears once: SedonaDB 0.5 (DataFusion) pulls a repeated call out as a common
     # subexpression and loses the column's geometry type on the way ("st_isempty(binary): No kernel
     # matching arguments"). An empty geometry is valid and a null one's validity is null, counted as 0.
     return (
         f"CASE WHEN {g} IS NULL OR ST_IsEmpty({g}) THEN 1 ELSE 0 END AS missing, "
-        f"CASE WHEN NOT ST_IsValid({g}) THEN 1 ELSE 0 END AS bad"
+        f"CASE WHEN NOT {valid or f'ST_IsValid({g})'} THEN 1 ELSE 0 END AS bad"
     )
 
 
@@ -163,13 +164,13 @@ def aggregate(
     return read_aggregated(run(aggregate_sql(*full)), len(polygons)), False
 
 
-def points_scan_sql(table: str, geometry: str, value: str) -> str:
+def points_scan_sql(table: str, geometry: str, value: str, valid: str | None = None) -> str:
     """The point facts alone, for a run with no polygon to match (an empty polygons layer), read from the
-    table as the engine opened it (point_flags' rules; each geometry function once, as there)."""
+    table as the engine opened it (point_flags' rules, ``valid`` as there; each geometry function once)."""
     g = geometry
     return (
         f"SELECT count(*) AS points, count(*) FILTER (WHERE {g} IS NULL OR ST_IsEmpty({g})) AS missing, "
-        f"count(*) FILTER (WHERE NOT ST_IsValid({g})) AS bad, "
+        f"count(*) FILTER (WHERE NOT {valid or f'ST_IsValid({g})'}) AS bad, "
         f"count(*) FILTER (WHERE ({value}) IS NULL) AS vnull FROM {table}"
     )
 

@@ -32,6 +32,7 @@ from mapsmith_opensource.common import (
     scale_distortion,
     to_metric,
 )
+from mapsmith_opensource.duckdb_spatial import valid_sql
 from mapsmith_opensource.join_ops.ground import _CrsOnly, _record_planar
 from mapsmith_opensource.join_ops.shared import JOIN_SUFFIX, UNDEFINED_ON_INVALID, _record_topological, _rename_clashes
 from mapsmith_opensource.join_ops.spatial_join import (
@@ -322,7 +323,7 @@ def _types(found: list[str] | None) -> tuple[str, ...]:
 def _scan(con: Any, layer: _GeoParquet) -> _Scan:
     rows, missing, invalid, types = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE g IS NULL OR ST_IsEmpty(g)), "
-        "count(*) FILTER (WHERE NOT ST_IsEmpty(g) AND NOT ST_IsValid(g)), "
+        f"count(*) FILTER (WHERE NOT ST_IsEmpty(g) AND NOT {valid_sql('g')}), "
         f"list(DISTINCT ST_GeometryType(g)) FILTER (WHERE NOT ST_IsEmpty(g)) FROM {_rows_of(layer)}"
     ).fetchone()
     return _Scan(int(rows), int(missing), int(invalid), _types(types))
@@ -333,7 +334,7 @@ def _first_invalid(con: Any, layer: _GeoParquet) -> list[tuple[int, str]]:
     import shapely
 
     found = con.execute(
-        f"SELECT n, ST_AsWKB(g) FROM {_rows_of(layer)} WHERE NOT ST_IsEmpty(g) AND NOT ST_IsValid(g) "
+        f"SELECT n, ST_AsWKB(g) FROM {_rows_of(layer)} WHERE NOT ST_IsEmpty(g) AND NOT {valid_sql('g')} "
         f"ORDER BY n LIMIT {INVALID_REASONS_READ}"
     ).fetchall()
     return [(int(n), str(shapely.is_valid_reason(shapely.from_wkb(bytes(wkb))))) for n, wkb in found]
