@@ -280,6 +280,13 @@ def duckdb_row_position(path: Path, alias: str | None = None) -> str:
     return f"([{listed}])[CAST({at}file_index AS BIGINT) + 1] + {at}file_row_number"
 
 
+def duckdb_reserved(path: Path) -> tuple[str, ...]:
+    """The column names ``parquet_source(path, row_numbers=True)`` gives DuckDB's row-position columns, lower case:
+    a layer's own field of one of these names is read in their place (a real column shadows DuckDB's virtual
+    one), so the positions built on them would be the field's values. A folder adds ``file_index``."""
+    return ("file_row_number", "file_index") if is_parts_folder(path) else ("file_row_number",)
+
+
 def parquet_source(path: Path, *, row_numbers: bool = False) -> str:
     """DuckDB's ``read_parquet`` over a GeoParquet file or a folder of parts (``duckdb_source``), rows in the
     order GeoPandas reads them."""

@@ -261,3 +261,39 @@ def test_a_folder_output_takes_duckdb_below_its_threshold(make_app: Callable[...
     assert clipped.engine["name"] == "geopandas"
     # the line (0,0)-(50,10) inside x 25..65: from (25,5) to (50,10)
     assert read(workspace / "l.parquet").geometry.iloc[0].length == pytest.approx(math.hypot(25, 5))
+
+
+def test_a_field_named_file_index_keeps_a_folder_from_duckdb(make_app: Callable[..., Any], workspace: Path) -> None:
+    """DuckDB tells a folder's parts apart by its virtual ``file_index`` column, and a layer's own field of that
+    name is read in its place (the trap: the rows' positions come out null, and DuckDB, unguarded, recorded 0 input
+    features matched instead of 3). Such a folder is passed over with the reason and joined by another engine, with
+    the hand answer (Z1 = 15..45 holds B, C, D). Its clean twin, the same folder with the field named ``batch``, is
+    joined by DuckDB."""
+    folder = workspace / "pts.parquet"
+    folder.mkdir()
+    write_layer(folder / "part-0.parquet", [Point(X0 + 10, Y0 + 10), Point(X0 + 20, Y0 + 10)], UTM, name=["A", "B"])
+    write_layer(folder / "part-1.parquet", [Point(X0 + 30, Y0 + 10), Point(X0 + 40, Y0 + 10)], UTM, name=["C", "D"])
+    zones = workspace / "zones.parquet"
+    write_layer(zones, [box(X0 + 15, Y0, X0 + 45, Y0 + 20)], UTM, zone=["Z1"])
+    arguments = {"input_path": "pts.parquet", "join_path": "zones.parquet", "predicate": "intersects", "how": "inner"}
+    for field, engine in (("file_index", "geopandas"), ("batch", "duckdb")):
+        for n, part in enumerate(sorted(folder.iterdir())):
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(part)
+            for old in ("file_index", "batch"):
+                if old in table.column_names:
+                    table = table.drop_columns([old])
+            pq.write_table(table.append_column(field, pa.array([7 + n] * table.num_rows)), part)
+        out = f"j_{field}.parquet"
+        result = make_app(MAPSMITH_ENGINE="duckdb").run("spatial_join", {**arguments, "output_path": out})
+        assert result.engine["name"] == engine
+        got = read(workspace / out)
+        assert got["name"].tolist() == ["B", "C", "D"]
+        assert got[field].tolist() == [7, 8, 8]
+        counts = manifest(workspace / out)["parameters"]["x-mapsmith:join_counts"]
+        assert (counts["input_features"], counts["input_features_matched"], counts["matched_pairs"]) == (4, 3, 3)
+    passed = manifest(workspace / "j_file_index.parquet")["x-mapsmith:engine_choice"]["passed_over"]
+    (duck,) = [p for p in passed if p["engine"] == "duckdb"]
+    assert duck["reason"] == "input_path has a field named 'file_index', which DuckDB reserves for row positions"

@@ -116,3 +116,30 @@ def test_a_hive_folder_goes_to_geopandas_with_the_reason(make_app: Callable[...,
     passed = manifest(workspace / "h.parquet")["x-mapsmith:engine_choice"]["passed_over"]
     (sedona,) = [p for p in passed if p["engine"] == "sedonadb"]
     assert "its direct path is not taken: points_path is a folder partitioned by batch" in sedona["reason"]
+
+
+@pytest.mark.parametrize("field", ["file_index", "FILE_ROW_NUMBER", "batch"])
+def test_a_field_named_as_duckdbs_row_positions_keeps_the_points_from_duckdb(
+    field: str, make_app: Callable[..., Any], workspace: Path
+) -> None:
+    """DuckDB tells points apart by its row-position columns (file_row_number, and file_index in a folder); a field
+    of either name, in any case, would be read in their place. Such points are counted by another engine with the
+    hand counts and the reason recorded; the clean twin (a field named ``batch``) is counted by DuckDB."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = write_case(workspace)
+    for n, part in enumerate(sorted((workspace / folder).iterdir())):
+        table = pq.read_table(part)
+        pq.write_table(table.append_column(field, pa.array([10 + n] * table.num_rows)), part)
+    arguments = {"input_path": "zones.parquet", "points_path": folder, "output_path": "c.parquet"}
+    result = make_app(MAPSMITH_ENGINE="duckdb").run("count_in_polygons", arguments)
+    assert read(workspace / "c.parquet")["point_count"].tolist() == [3, 3]
+    assert {k: result.answer[k] for k in COUNTS} == COUNTS
+    if field == "batch":
+        assert result.engine["name"] == "duckdb"
+        return
+    assert result.engine["name"] != "duckdb"
+    passed = manifest(workspace / "c.parquet")["x-mapsmith:engine_choice"]["passed_over"]
+    (duck,) = [p for p in passed if p["engine"] == "duckdb"]
+    assert duck["reason"] == f"points_path has a field named {field!r}, which DuckDB reserves for row positions"

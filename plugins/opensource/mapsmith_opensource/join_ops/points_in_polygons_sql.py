@@ -309,6 +309,9 @@ def points_file_problem(ctx: RunContext, value_field: str | None, engine: str) -
     meta = schema.metadata or {}
     geo = json.loads(meta.get(b"geo") or b"{}")
     columns = geo.get("columns", {})
+    reserved = next((n for n in schema.names if n.casefold() in parts.duckdb_reserved(path)), None)
+    if engine == "DuckDB" and reserved is not None:  # the points' ids are DuckDB's row positions
+        return f"points_path has a field named {reserved!r}, which DuckDB reserves for row positions"
     if len(columns) != 1:
         return f"points_path has {len(columns)} geometry columns; the direct path reads layers with one"
     primary = str(geo.get("primary_column", ""))

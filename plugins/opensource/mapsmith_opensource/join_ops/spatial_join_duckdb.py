@@ -82,8 +82,6 @@ REGISTRATIONS = (
 # How many invalid rows the x-mapsmith:input_geometry_valid check reads reasons from
 # (as common.read_input does).
 INVALID_REASONS_READ = 50
-# DuckDB's name for the row position read_parquet adds with file_row_number=true.
-ROW_NUMBER = "file_row_number"
 
 
 @dataclass(frozen=True)
@@ -147,6 +145,8 @@ def _geoparquet(path: Path, key: str, engine: str = "DuckDB", *, folders: bool =
     crs = column.get("crs")
     folded: dict[str, str] = {}
     clash = next((n for n in columns if folded.setdefault(n.casefold(), n) != n), None)
+    # DuckDB's row-position columns: a field of that name would be read in their place
+    reserved = next((n for n in columns if n.casefold() in parts.duckdb_reserved(path)), None)
     odd = next((f for f in schema if f.name in columns and f.name != primary and not _carried_exactly(f.type)), None)
     if folder and (not folders or parts.hive_columns(path)):
         problem = (
@@ -164,8 +164,8 @@ def _geoparquet(path: Path, key: str, engine: str = "DuckDB", *, folders: bool =
             f"{key} stores a pandas index ({', '.join(index)}), which GeoPandas reads as the row index and {engine} "
             "would read as a field"
         )
-    elif engine == "DuckDB" and any(n.casefold() == ROW_NUMBER for n in columns):
-        problem = f"{key} has a field named {ROW_NUMBER!r}, which DuckDB reserves for row positions"
+    elif engine == "DuckDB" and reserved is not None:
+        problem = f"{key} has a field named {reserved!r}, which DuckDB reserves for row positions"
     elif engine == "DuckDB" and clash is not None:
         problem = (
             f"{key} has the fields {folded[clash.casefold()]!r} and {clash!r}, which DuckDB does not tell apart "
