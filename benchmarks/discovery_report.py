@@ -544,6 +544,7 @@ def render(report: Report, with_qgis: Report | None = None) -> str:
         lines.append(f"| {scope} | {sum(counts.values())} | {text} |")
     lines += _scope_section(report, with_qgis)
     lines += _held_out_section(report, with_qgis)
+    lines += _blind_section()
     lines += ["", "## Answer statuses", "", "Over all requests, answerable and not, per row.", ""]
     lines += ["| facets declared | statuses |", "|---|---|"]
     for row, _ in ROWS:
@@ -619,6 +620,61 @@ def _scope_section(report: Report, with_qgis: Report | None) -> list[str]:
 def _count_pct(n: int, total: int) -> str:
     # counts beside the share: on 92 requests one request is 1.1 points, and a goal of "under 2 %" is two
     return f"{n} ({100 * n / total:.1f}%)" if total else "–"
+
+
+BLIND = REPO / "tests" / "data" / "discovery_blind.json"
+
+
+def _blind_section(path: Path = BLIND) -> list[str]:
+    """The requests written blind (``tests/data/discovery_blind.json``), nothing declared, ``auto``: what the
+    held-out half can no longer show once it has been read."""
+    from mapsmith.catalog.search import AUTO_ENGINE, discover
+
+    data = load_queries(path)
+    requests, unanswerable = data["requests"], data["unanswerable"]
+    lines = [
+        "",
+        "## Requests nobody tuned for",
+        "",
+        f"The held-out half above has been read, so it is not quite unseen. `{path.relative_to(REPO).as_posix()}` "
+        f"holds {len(requests)} answerable and {len(unanswerable)} unanswerable requests written blind: "
+        f"{data['about'].split(': ', 1)[1]} Nothing declared, `auto`; *listed* counts the `unsure` answers whose "
+        "candidates hold an accepted operation.",
+        "",
+        "| catalogue | found@1 | found@3 | none (answerable) | unsure (answerable), listed | refused (unanswerable) "
+        "| refused by kind |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    catalogues = [("built-in", make_app())]
+    if QGIS_EXTRACT.exists():
+        catalogues.append(("with QGIS", make_app(with_qgis=True)))
+    for label, app in catalogues:
+        found1 = found3 = none = unsure = listed = 0
+        for request in requests:
+            answer = discover(app, request["request"])
+            accepted = set(request["accept"])
+            top = ordered_names(answer, AUTO_ENGINE)[:TOP]
+            found1 += bool(top) and top[0] in accepted
+            found3 += bool(accepted & set(top))
+            none += answer["status"] == "none"
+            if answer["status"] == "unsure":
+                unsure += 1
+                listed += bool(accepted & {_name(c) for c in answer.get("candidates", [])})
+        refused: dict[str, list[int]] = {}
+        for request in unanswerable:
+            kind = refused.setdefault(request["scope"], [0, 0])
+            kind[0] += discover(app, request["request"])["status"] in REFUSING_STATUSES
+            kind[1] += 1
+        total = sum(k[0] for k in refused.values())
+        kinds = ", ".join(f"{name} {n} of {of}" for name, (n, of) in sorted(refused.items()))
+        lines.append(
+            f"| {label} | {_count_pct(found1, len(requests))} | {_count_pct(found3, len(requests))} | "
+            f"{_count_pct(none, len(requests))} | {unsure}, {listed} listed | "
+            f"{_count_pct(total, len(unanswerable))} | {kinds} |"
+        )
+    lines += ["", "Doubts the writer noted after the first search, labels kept as written:", ""]
+    lines += [f"- {doubt}" for doubt in data["doubts"]]
+    return lines
 
 
 def _held_out_section(report: Report, with_qgis: Report | None) -> list[str]:

@@ -275,3 +275,18 @@ def test_the_latency_section_renders_the_recorded_measurement(tmp_path: Path, re
     assert verdict({"built-in": [1.0, 1.0], "with QGIS": [5.0, 25.0]}) == "not met."
     assert verdict({"built-in": [30.0, 30.0], "with QGIS": [19.99, 3.0]}) == "met."
     assert "is missing" in "\n".join(report._latency_section(tmp_path / "absent.json"))
+
+
+def test_the_blind_set_is_well_formed_and_on_the_page(rendered: str) -> None:
+    """tests/data/discovery_blind.json: 40 + 40 requests with unique ids, accepted operations that exist, the
+    main file's scopes; none of its requests is also in the main query file (it would not be blind)."""
+    blind = json.loads((REPO / "tests" / "data" / "discovery_blind.json").read_text(encoding="utf-8"))
+    main = json.loads(QUERIES.read_text(encoding="utf-8"))
+    contracts = load_builtin_contracts()
+    ids = [r["id"] for r in blind["requests"] + blind["unanswerable"]]
+    assert len(ids) == len(set(ids)) == 80
+    assert all(set(r["accept"]) <= set(contracts) and r["accept"] for r in blind["requests"])
+    assert {r["scope"] for r in blind["unanswerable"]} <= {r["scope"] for r in main["unanswerable"]}
+    seen = {r["request"].casefold() for r in main["requests"] + main["unanswerable"]}
+    assert not [r["request"] for r in blind["requests"] + blind["unanswerable"] if r["request"].casefold() in seen]
+    assert "## Requests nobody tuned for" in rendered
