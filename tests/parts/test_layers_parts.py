@@ -134,8 +134,9 @@ def test_spatial_join_of_two_folders_on_duckdb_is_geopandas_record(
 ) -> None:
     """Both inputs folders of parts, read by DuckDB itself. By hand (E left out: A B C | D F | G H): Z1 holds B, C,
     D and Z2 holds C, D, F, so the pairs in (input row, join row) order are B-Z1, C-Z1, C-Z2, D-Z1, D-Z2, F-Z2; 4
-    input features matched of 7, both zones. The trap: A, D and G are each row 0 of their part, and so are Z1 and
-    Z2; taken by their part's row number alone, the zones are one (1 matched) and B, D, F one input row."""
+    input features matched of 7, both zones. The trap: Z1 and Z2 are each row 0 of their part, and B and F each row
+    1 of theirs; taken by their part's row number alone, the zones are one (1 matched, not 2) and B and F one input
+    row (3 matched, not 4)."""
     arguments = {
         "input_path": write_parts(workspace / "pts.parquet", clean=True),
         "join_path": _zone_parts(workspace),
