@@ -637,9 +637,8 @@ def _blind_section(path: Path = BLIND) -> list[str]:
         "## Requests nobody tuned for",
         "",
         f"The held-out half above has been read, so it is not quite unseen. `{path.relative_to(REPO).as_posix()}` "
-        f"holds {len(requests)} answerable and {len(unanswerable)} unanswerable requests written blind: "
-        f"{data['about'].split(': ', 1)[1]} Nothing declared, `auto`; *listed* counts the `unsure` answers whose "
-        "candidates hold an accepted operation.",
+        f"holds {len(requests)} answerable and {len(unanswerable)} unanswerable requests. {data['about']} Nothing "
+        "declared, `auto`; *listed* counts the `unsure` answers whose candidates hold an accepted operation.",
         "",
         "| catalogue | found@1 | found@3 | none (answerable) | unsure (answerable), listed | refused (unanswerable) "
         "| refused by kind |",

@@ -52,7 +52,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -280,11 +280,12 @@ def duckdb_row_position(path: Path, alias: str | None = None) -> str:
     return f"([{listed}])[CAST({at}file_index AS BIGINT) + 1] + {at}file_row_number"
 
 
-def duckdb_reserved(path: Path) -> tuple[str, ...]:
-    """The column names ``parquet_source(path, row_numbers=True)`` gives DuckDB's row-position columns, lower case:
-    a layer's own field of one of these names is read in their place (a real column shadows DuckDB's virtual
-    one), so the positions built on them would be the field's values. A folder adds ``file_index``."""
-    return ("file_row_number", "file_index") if is_parts_folder(path) else ("file_row_number",)
+def duckdb_reserved_field(path: Path, names: Iterable[str]) -> str | None:
+    """The first of ``names`` (a layer's fields) that ``parquet_source(path, row_numbers=True)`` gives DuckDB's
+    row-position columns, in any case, or None: such a field is read in their place (a real column shadows DuckDB's
+    virtual one), so the positions built on them would be the field's values. A folder adds ``file_index``."""
+    reserved = ("file_row_number", "file_index") if is_parts_folder(path) else ("file_row_number",)
+    return next((n for n in names if n.casefold() in reserved), None)
 
 
 def parquet_source(path: Path, *, row_numbers: bool = False) -> str:

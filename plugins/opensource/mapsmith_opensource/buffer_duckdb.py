@@ -138,7 +138,7 @@ def _measure(
 def _measured(ctx: RunContext) -> _Measured:
     path = ctx.paths["input_path"]
     stamp = tuple((str(f), (s := f.stat()).st_size, s.st_mtime_ns) for f in parts.dataset_files(path))
-    layer = _geoparquet(path, "input_path", folders=True)
+    layer = _geoparquet(path, "input_path")
     crs_wkt = ctx.inputs["input_path"].crs_wkt
     assert crs_wkt is not None  # _layer_problem refuses a layer without one
     distance = float(ctx.arguments["distance_meters"])
@@ -183,7 +183,7 @@ def buffer_layer_duckdb(ctx: RunContext) -> None:
     _set_engine(ctx)
     distance = float(ctx.arguments["distance_meters"])
     segments = int(ctx.arguments["segments_per_quarter_circle"])
-    layer = _geoparquet(ctx.paths["input_path"], "input_path", folders=True)
+    layer = _geoparquet(ctx.paths["input_path"], "input_path")
     measured = _measured(ctx)
     assert measured.problem is None and measured.error is not None  # buffer_eligible took the run on it
     # Every point was read and found present, 2-D and finite: valid, as the GeoPandas engine's read records it.

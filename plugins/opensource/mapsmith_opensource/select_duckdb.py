@@ -309,7 +309,7 @@ def select_features_duckdb(ctx: RunContext) -> None:
 
     _set_engine(ctx)
     args = ctx.arguments
-    layer = _geoparquet(ctx.paths["input_path"], "input_path", folders=True)
+    layer = _geoparquet(ctx.paths["input_path"], "input_path")
     compiled = _compiled(ctx, layer)
     source = parts.parquet_source(layer.path)
     selected = " AND ".join(f"({sql})" for _, _, sql in compiled)

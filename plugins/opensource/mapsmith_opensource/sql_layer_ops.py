@@ -202,7 +202,7 @@ def _layer_problem(ctx: RunContext, operation: str, min_rows: int) -> tuple[str 
             "GeoPandas engine keeps them true of the geometry written",
             None,
         )
-    layer = _geoparquet(path, "input_path", folders=True)
+    layer = _geoparquet(path, "input_path")
     if layer.problem:
         return layer.problem, layer
     crs = parse_crs(info.crs_wkt)
@@ -327,7 +327,7 @@ def clip_layer_duckdb(ctx: RunContext) -> None:
 
     _set_engine(ctx)
     ctx.engine_components.update(engine_versions())  # the GeoPandas stack reads, aligns and unions the mask
-    layer = _geoparquet(ctx.paths["input_path"], "input_path", folders=True)
+    layer = _geoparquet(ctx.paths["input_path"], "input_path")
     info = ctx.inputs["input_path"]
     crs = parse_crs(info.crs_wkt)
     assert ctx.temp_output is not None
@@ -503,7 +503,7 @@ def reproject_layer_duckdb(ctx: RunContext) -> None:
 
     _set_engine(ctx)
     info = ctx.inputs["input_path"]
-    layer = _geoparquet(ctx.paths["input_path"], "input_path", folders=True)
+    layer = _geoparquet(ctx.paths["input_path"], "input_path")
     source = parse_crs(info.crs_wkt)
     target = parse_crs(ctx.arguments["target_crs"])
     _, record = choose_transformer(

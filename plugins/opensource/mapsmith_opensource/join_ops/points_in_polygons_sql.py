@@ -309,7 +309,7 @@ def points_file_problem(ctx: RunContext, value_field: str | None, engine: str) -
     meta = schema.metadata or {}
     geo = json.loads(meta.get(b"geo") or b"{}")
     columns = geo.get("columns", {})
-    reserved = next((n for n in schema.names if n.casefold() in parts.duckdb_reserved(path)), None)
+    reserved = parts.duckdb_reserved_field(path, schema.names)
     if engine == "DuckDB" and reserved is not None:  # the points' ids are DuckDB's row positions
         return f"points_path has a field named {reserved!r}, which DuckDB reserves for row positions"
     if len(columns) != 1:
@@ -340,10 +340,10 @@ def first_invalid_points(path: Path, geometry: str, limit: int = 50) -> list[tup
     import pyarrow.parquet as pq
     import shapely
 
-    found: list[tuple[int, str]] = []
-    offset = 0
     from mapsmith import parts
 
+    found: list[tuple[int, str]] = []
+    offset = 0
     files = parts.dataset_files(path)
     for batch in (b for f in files for b in pq.ParquetFile(f).iter_batches(columns=[geometry], batch_size=65_536)):
         geoms = shapely.from_wkb(batch.column(0).to_numpy(zero_copy_only=False))

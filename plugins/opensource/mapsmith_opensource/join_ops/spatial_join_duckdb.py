@@ -119,11 +119,12 @@ def _carried_exactly(arrow_type: Any) -> bool:
     )
 
 
-def _geoparquet(path: Path, key: str, engine: str = "DuckDB", *, folders: bool = False) -> _GeoParquet:
+def _geoparquet(path: Path, key: str, engine: str = "DuckDB") -> _GeoParquet:
     """The footer facts of one input, and why ``engine`` cannot join it (the SedonaDB engine asks too: the
     two file-to-file engines carry the same layers; the reserved row-position name and the case-blind field
-    names are DuckDB's own). A folder of plain parts is read from its first part's footer when ``folders``
-    (the caller reads the parts: the DuckDB join, sql_layer_ops), else refused with the reason."""
+    names are DuckDB's own). A folder of plain parts is read from its first part's footer for DuckDB, which reads
+    the parts itself (parts.parquet_source); SedonaDB's file path reads one file, so there it is refused with the
+    reason."""
     import json
 
     import pyarrow.parquet as pq
@@ -145,10 +146,9 @@ def _geoparquet(path: Path, key: str, engine: str = "DuckDB", *, folders: bool =
     crs = column.get("crs")
     folded: dict[str, str] = {}
     clash = next((n for n in columns if folded.setdefault(n.casefold(), n) != n), None)
-    # DuckDB's row-position columns: a field of that name would be read in their place
-    reserved = next((n for n in columns if n.casefold() in parts.duckdb_reserved(path)), None)
+    reserved = parts.duckdb_reserved_field(path, columns)
     odd = next((f for f in schema if f.name in columns and f.name != primary and not _carried_exactly(f.type)), None)
-    if folder and (not folders or parts.hive_columns(path)):
+    if folder and (engine != "DuckDB" or parts.hive_columns(path)):
         problem = (
             f"{key} is a folder of GeoParquet parts; the {engine} engine's file-to-file path reads one file "
             "(the GeoPandas engine reads the folder whole)"
@@ -235,9 +235,7 @@ def file_join_problem(ctx: RunContext, engine: str = "DuckDB") -> str | None:
 
 def layers_problem(ctx: RunContext, engine: str = "DuckDB") -> tuple[dict[str, _GeoParquet], str | None]:
     """Both inputs' footers, and why ``engine`` cannot carry their fields as the GeoPandas engine does (or None)."""
-    # DuckDB reads a folder's parts itself (parts.parquet_source); SedonaDB's file path reads one file
-    folders = engine == "DuckDB"
-    layers = {key: _geoparquet(ctx.paths[key], key, engine, folders=folders) for key in ("input_path", "join_path")}
+    layers = {key: _geoparquet(ctx.paths[key], key, engine) for key in ("input_path", "join_path")}
     return layers, layers["input_path"].problem or layers["join_path"].problem
 
 
@@ -448,7 +446,7 @@ def spatial_join_duckdb(ctx: RunContext) -> None:
     versions = _duckdb_versions()
     ctx.set_engine("duckdb", versions["duckdb"], **{"duckdb-spatial": versions["duckdb-spatial"]})
     how, predicate = ctx.arguments["how"], ctx.arguments["predicate"]
-    layers = {key: _geoparquet(ctx.paths[key], key, folders=True) for key in ("input_path", "join_path")}
+    layers, _ = layers_problem(ctx)
     left, join = layers["input_path"], layers["join_path"]
     crs = CRS.from_wkt(ctx.inputs["input_path"].crs_wkt)
     columns = join_columns(left, join)
