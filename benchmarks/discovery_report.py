@@ -673,6 +673,34 @@ def _blind_section(path: Path = BLIND) -> list[str]:
         )
     lines += ["", "Doubts the writer noted after the first search, labels kept as written:", ""]
     lines += [f"- {doubt}" for doubt in data["doubts"]]
+    lines += _blind_history(data.get("history", []))
+    return lines
+
+
+def _blind_history(history: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The set's measurements over time, from its ``history``: an entry with ``measured`` is an earlier
+    measurement as recorded then; the one without is the table above. ``change`` is what changed in the
+    catalogue before that measurement, ``read`` the set's requests whose answers were read before the change
+    (no longer blind: a change may have been shaped by them)."""
+    if not history:
+        return []
+    lines = ["", "Measured more than once; what changed in between, and which of these requests were read first:", ""]
+    for entry in history:
+        when = f"on {entry['measured_on']}" if entry.get("measured_on") else "now (the table above)"
+        parts = [f"Measured {when}"]
+        if entry.get("change"):
+            parts.append(f"after this change: {entry['change']}")
+        if entry.get("read"):
+            parts.append(f"read before the change: {', '.join(entry['read'])} (no longer blind)")
+        measured = entry.get("measured")
+        if measured:
+            parts.append(
+                "; ".join(
+                    f"{label}: " + ", ".join(f"{key} {value}" for key, value in numbers.items())
+                    for label, numbers in measured.items()
+                )
+            )
+        lines.append("- " + "; ".join(parts[:1]) + (": " + "; ".join(parts[1:]) if len(parts) > 1 else "") + ".")
     return lines
 
 

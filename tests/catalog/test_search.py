@@ -309,3 +309,24 @@ def test_auto_uses_the_committed_vector_ranker(app: MapSmith) -> None:
     assert not any("unavailable" in note for note in answer["notes"])
     assert "slope" in _names(answer)[:3]
     assert discover(app, "how steep is the hillside, in degrees", engine="vector")["engine"] == "vector"
+
+
+# Asking to move data into a CRS names the CRS, as asking what a CRS is does; the words around it decide.
+# Written for this test (in neither query file). Before the reprojection keywords were added, the first
+# three ranked watershed, convert_format and fetch_stac_asset first, and neither reproject operation was
+# in the first three for the second and third.
+@pytest.mark.parametrize(
+    ("request_text", "first"),
+    [
+        ("move the road centrelines from NAD27 into WGS84", "reproject_layer"),
+        ("the contour shapefile must go to web mercator for the online map", "reproject_layer"),
+        ("the satellite scene is in UTM 32N but the project is in ETRS89 LAEA", "reproject_raster"),
+        ("warp the elevation model to the national grid", "reproject_raster"),
+        # the clean twin: a question about a CRS's code stays with resolve_crs
+        ("what EPSG code is 'ETRS89 / UTM zone 32N'", "resolve_crs"),
+    ],
+)
+def test_a_request_to_move_data_into_a_crs_ranks_a_reprojection_first(
+    app: MapSmith, request_text: str, first: str
+) -> None:
+    assert _names(discover(app, request_text))[0] == first

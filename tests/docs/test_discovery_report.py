@@ -290,3 +290,9 @@ def test_the_blind_set_is_well_formed_and_on_the_page(rendered: str) -> None:
     seen = {r["request"].casefold() for r in main["requests"] + main["unanswerable"]}
     assert not [r["request"] for r in blind["requests"] + blind["unanswerable"] if r["request"].casefold() in seen]
     assert "## Requests nobody tuned for" in rendered
+    # its history: earlier measurements as recorded, the last entry is the table on the page, and a request read
+    # before a catalogue change is one of the set's own
+    history = blind["history"]
+    assert [entry["measured"] is None for entry in history] == [False] * (len(history) - 1) + [True]
+    assert {i for entry in history for i in entry["read"]} <= set(ids)
+    assert "- Measured on 09d311f: built-in: found@1 22, found@3 33, refused 36;" in rendered
