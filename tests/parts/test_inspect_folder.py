@@ -190,7 +190,7 @@ def test_the_opensource_reader_scans_the_parts_in_duckdb_with_the_streams_facts(
         geo = json.loads(table.schema.metadata[b"geo"])
         geo["columns"]["geometry"]["geometry_types"] = []
         pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"geo": json.dumps(geo).encode()}), part)
-    scanned = io._duckdb_parts_scan(parts.part_files(folder), "geometry", True)
+    scanned = io.duckdb_parts_scan(parts.part_files(folder), "geometry", True)
     assert scanned == {"types": {"Point", "Polygon"}, "invalid": 2, "bounds": (0.0, 0.0, 30.0, 40.0)}
     engine, stream = io.inspect(folder, validity=True), parts.inspect_folder(folder, validity=True)
     assert engine == stream

@@ -1,6 +1,6 @@
 """Output checks asked where the data is, two ways, with the same results: a query in the engine that
 wrote the file (DuckDB, SedonaDB: verify.facts.facts_sql) and a streaming pass in Arrow batches
-(mapsmith_opensource.io.scan_facts). Each trap has its clean twin, and every expected value was worked out
+(mapsmith_opensource.layer_facts.scan_facts). Each trap has its clean twin, and every expected value was worked out
 by hand from the geometries below (EPSG:32610, metres):
 
     A = box(0, 0, 1, 1), B = box(2, 0, 3, 1), C = box(0, 2, 1, 3)        -> 3 valid polygons, extent 0..3 x 0..3
@@ -27,7 +27,7 @@ HAS_SEDONADB = importlib.util.find_spec("sedonadb") is not None
 
 
 def streaming(path: Path) -> Any:
-    from mapsmith_opensource.io import stream_facts
+    from mapsmith_opensource.layer_facts import stream_facts
 
     return stream_facts(path)
 
@@ -58,8 +58,8 @@ def in_sedonadb(path: Path) -> Any:
 
 
 def in_duckdb_as_io_asks(path: Path) -> Any:
-    """io.scan_facts' own query: DuckDB's faster validity (duckdb_spatial.valid_sql) and ST_Extent_Agg."""
-    from mapsmith_opensource.io import _duckdb_facts
+    """layer_facts.scan_facts' own query: DuckDB's faster validity (duckdb_spatial.valid_sql)."""
+    from mapsmith_opensource.layer_facts import _duckdb_facts
 
     return _duckdb_facts(path)
 
@@ -195,20 +195,17 @@ def test_a_header_read_without_validity_scans_types_and_extent_but_not_validity(
     GEOS whether a geometry is valid. The same file with validity asked finds the one invalid (the twin)."""
     import shapely
 
-    from mapsmith.verify import facts as facts_module
-    from mapsmith_opensource import io
+    from mapsmith_opensource import duckdb_spatial, layer_facts
 
     path = write_layer(tmp_path / f"bow{suffix}", [A, BOW, C], UTM, fid_=[0, 1, 2])
     sql: list[bool] = []
-    real_sql = facts_module.facts_sql
-    monkeypatch.setattr(
-        facts_module, "facts_sql", lambda s, g, v=True, *extra: sql.append(v) or real_sql(s, g, v, *extra)
-    )
+    real_sql = duckdb_spatial.facts_sql
+    monkeypatch.setattr(duckdb_spatial, "facts_sql", lambda s, g, v=True: sql.append(v) or real_sql(s, g, v))
     for way in ("duckdb", "streaming"):
         if way == "streaming":
-            monkeypatch.setattr(io, "_duckdb_facts", lambda *a, **k: None)
+            monkeypatch.setattr(layer_facts, "_duckdb_facts", lambda *a, **k: None)
             monkeypatch.setattr(shapely, "is_valid", lambda *a, **k: (_ for _ in ()).throw(AssertionError("asked")))
-        found = io.scan_facts(path, validity=False)
+        found = layer_facts.scan_facts(path, validity=False)
         assert (found.rows, found.invalid, found.geometry_types, found.bounds) == (
             3,
             0,
@@ -218,7 +215,7 @@ def test_a_header_read_without_validity_scans_types_and_extent_but_not_validity(
     if suffix == ".parquet":
         assert sql == [False]  # the DuckDB way was asked without ST_IsValid
     monkeypatch.undo()
-    assert io.scan_facts(path).invalid == 1
+    assert layer_facts.scan_facts(path).invalid == 1
 
 
 def test_duckdb_valid_sql_answers_as_geos_row_by_row() -> None:

@@ -4,7 +4,7 @@ An output check (verify.output_checks) reads a feature count, an invalid count, 
 present and the extent. This module says what those facts are (``OutputFacts``), the one SQL query
 that asks them of a written file inside the engine that wrote it (DuckDB and SedonaDB share the
 dialect), and how a row of that query, or of a streaming pass in Arrow batches (the stack's reader,
-mapsmith_opensource.io.scan_facts), becomes the ``DatasetInfo`` the checks read. Either way the same
+mapsmith_opensource.layer_facts.scan_facts), becomes the ``DatasetInfo`` the checks read. Either way the same
 checks run on the same facts, under the same names; tests/scale/test_check_parity.py holds the two
 ways to the same results on traps and clean twins.
 
@@ -62,11 +62,10 @@ def type_name(engine_name: str) -> str:
     return _BY_UPPER.get(key, engine_name)
 
 
-def facts_sql(source: str, geometry: str, validity: bool = True, valid: str | None = None) -> str:
+def facts_sql(source: str, geometry: str, validity: bool = True) -> str:
     """One query for every fact, over ``source`` (a table, view or ``read_parquet(...)``) whose
     geometry column is ``geometry`` (quoted by the caller, cast to the engine's geometry type if needed).
-    ``valid``: the engine's expression for "the geometry is valid" when it has a faster one than
-    ``ST_IsValid(geometry)`` giving the same answer (DuckDB: mapsmith_opensource.duckdb_spatial.valid_sql).
+    DuckDB asks the same in a faster form of its own (mapsmith_opensource.duckdb_spatial.facts_sql).
 
     Each geometry function is written once per aggregate so no engine can hoist a shared call out of
     its type (SedonaDB 0.5 did, see points_in_polygons_sql.point_flags). The extent is taken over
@@ -75,7 +74,9 @@ def facts_sql(source: str, geometry: str, validity: bool = True, valid: str | No
     g = geometry
     # Without ``validity`` the invalid count is 0, not counted: for a header read that wants only the types
     # and extent (ST_IsValid was a third of the query's time on 1,000,000 points).
-    invalid = f"count(*) FILTER (WHERE NOT {valid or f'ST_IsValid({g})'})" if validity else "CAST(0 AS BIGINT)"
+    # Invalid among the present geometries, as the streaming pass counts them (an empty one is missing, not invalid).
+    present = f"{g} IS NOT NULL AND NOT ST_IsEmpty({g})"
+    invalid = f"count(*) FILTER (WHERE {present} AND NOT ST_IsValid({g}))" if validity else "CAST(0 AS BIGINT)"
     return (
         f"SELECT count(*) AS rows, count(*) FILTER (WHERE {g} IS NULL OR ST_IsEmpty({g})) AS missing, "
         f"{invalid} AS invalid, "

@@ -223,3 +223,23 @@ def valid_sql(geometry: str) -> str:
         f"CASE WHEN ST_GeometryType({g}) = 'POINT' THEN coalesce(isfinite(ST_X({g})) AND isfinite(ST_Y({g})), true) "
         f"ELSE ST_IsValid({g}) END"
     )
+
+
+def facts_sql(source: str, geometry: str, validity: bool = True) -> str:
+    """verify.facts.facts_sql's question, in DuckDB's faster form: the same columns, the same answers.
+
+    Each geometry function runs once per row, in a subquery (presence, type, box, validity by ``valid_sql``), and
+    the aggregates read those columns; the extent is read from one ST_Extent box per row, whose ST_XMin ... give
+    what ST_XMin ... of the geometry give (a NaN coordinate too: neither moves the extent). Measured on 10,000,000
+    points (one GeoParquet file, this machine, load 5-7): 1.9-2.2 s against 2.5-2.6 s for the generic form without
+    validity, 2.3-2.4 s against 3.3-3.8 s with it. tests/scale/test_check_parity.py holds it to the streaming pass.
+    """
+    ok = f", {valid_sql('g')} AS ok" if validity else ""
+    invalid = "count(*) FILTER (WHERE present AND NOT ok)" if validity else "CAST(0 AS BIGINT)"
+    return (
+        f"SELECT count(*) AS rows, count(*) FILTER (WHERE NOT present) AS missing, {invalid} AS invalid, "
+        "array_agg(DISTINCT t) FILTER (WHERE present) AS types, min(ST_XMin(e)) AS xmin, min(ST_YMin(e)) AS ymin, "
+        "max(ST_XMax(e)) AS xmax, max(ST_YMax(e)) AS ymax "
+        f"FROM (SELECT g IS NOT NULL AND NOT ST_IsEmpty(g) AS present, ST_GeometryType(g) AS t, ST_Extent(g) AS e{ok} "
+        f"FROM (SELECT {geometry} AS g FROM {source}))"
+    )

@@ -18,11 +18,9 @@ from mapsmith.crsdeclared import strict_json_loads
 from mapsmith.errors import InputError, OutputError
 from mapsmith.gdalpolicy import check_vector_driver, vector_source
 from mapsmith.registry import DatasetInfo
-from mapsmith.verify.facts import OutputFacts
+from mapsmith_opensource.layer_facts import duckdb_parts_scan, scan_facts
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     import geopandas as gpd
 
 # Output formats by extension; the GDAL driver name, or "parquet" for GeoParquet via pyarrow.
@@ -339,7 +337,7 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
     from mapsmith import parts
 
     if parts.is_parts_folder(path):  # a folder of Parquet parts is one dataset (mapsmith.parts)
-        return parts.inspect_folder(path, layer, validity=validity, scan=_duckdb_parts_scan)
+        return parts.inspect_folder(path, layer, validity=validity, scan=duckdb_parts_scan)
     plain = _plain_table(path)
     if plain is not None:
         return plain
@@ -404,142 +402,6 @@ def inspect(path: Path, layer: str | None = None, *, validity: bool = False) -> 
         invalid_count=invalid,
         fields=fields,
     )
-
-
-# Features per batch of the streaming scan: a batch of 64k polygons is tens of megabytes at most, and
-# GEOS's per-call overhead is lost in it.
-SCAN_BATCH = 65_536
-
-
-def _geometry_batches(path: Path, layer: str | None) -> Iterator[Any]:
-    """The layer's geometries as arrays of shapely objects, a batch at a time: GeoParquet through
-    pyarrow's ``iter_batches`` (the geometry column only), OGR formats through pyogrio's Arrow stream
-    with no attribute columns. A shapefile is read whole through read_layer: its rings are re-nested
-    there (_organise_shapefile_rings), and the checks must see the geometries MapSmith reads."""
-    import shapely
-
-    if path.suffix.lower() in (".shp", ".zip"):
-        yield read_layer(path, layer).geometry.values
-        return
-    if is_parquet(path):
-        import pyarrow.parquet as pq
-
-        geo = strict_json_loads((pq.read_metadata(path).metadata or {}).get(b"geo", b"{}") or b"{}")
-        column = geo["primary_column"]
-        if geo["columns"][column].get("encoding", "WKB") != "WKB":  # geoarrow-encoded: GeoPandas reads it
-            yield read_layer(path, layer).geometry.values
-            return
-        for batch in pq.ParquetFile(path).iter_batches(columns=[column], batch_size=SCAN_BATCH):
-            yield shapely.from_wkb(batch.column(0).to_numpy(zero_copy_only=False))
-        return
-    import pyogrio
-
-    source, _ = vector_source(path)
-    with pyogrio.open_arrow(source, layer=layer, columns=[], batch_size=SCAN_BATCH, use_pyarrow=True) as (
-        meta,
-        reader,
-    ):
-        name = meta.get("geometry_name") or "wkb_geometry"
-        for batch in reader:
-            yield shapely.from_wkb(batch.column(batch.schema.get_field_index(name)).to_numpy(zero_copy_only=False))
-
-
-def scan_facts(path: Path, layer: str | None = None, *, validity: bool = True) -> OutputFacts:
-    """The facts the output checks read (count, missing, invalid, types, extent), never loading the layer.
-
-    GeoParquet with WKB geometries is asked in DuckDB (verify.facts.facts_sql): on benchmarks/bench_scale.py's
-    1,000,000 points it took 0.75 s of CPU against 2.75 s for the streaming pass, with the same facts.
-    Every other format, and a file DuckDB cannot read, takes the streaming pass.
-    tests/scale/test_check_parity.py holds both ways to the same facts and checks. Without ``validity``
-    (a header read that wants the types and extent only) the invalid count is 0, not counted.
-    """
-    if is_parquet(path) and path.suffix.lower() != ".zip":
-        found = _duckdb_facts(path, validity)
-        if found is not None:
-            return found
-    return stream_facts(path, layer, validity=validity)
-
-
-def _duckdb_facts(path: Path, validity: bool = True) -> OutputFacts | None:
-    """verify.facts' query in DuckDB over a WKB GeoParquet file, or None where DuckDB cannot answer it
-    (another encoding, a geometry its reader refuses): the streaming pass then answers the same question."""
-    geo = strict_json_loads((_parquet_metadata(path).metadata or {}).get(b"geo", b"{}") or b"{}")
-    column = geo.get("primary_column")
-    if not column or geo.get("columns", {}).get(column, {}).get("encoding", "WKB") != "WKB":
-        return None
-    return _facts_in_duckdb("read_parquet('" + str(path).replace("'", "''") + "')", str(column), validity)
-
-
-def _facts_in_duckdb(source: str, column: str, validity: bool) -> OutputFacts | None:
-    """verify.facts' query over ``source`` (a read_parquet(...)) in DuckDB, or None where DuckDB refuses it."""
-    import duckdb
-
-    from mapsmith.verify.facts import facts_from_row, facts_sql
-    from mapsmith_opensource.duckdb_spatial import valid_sql
-    from mapsmith_opensource.join_ops.spatial_join_duckdb import duckdb_database
-
-    g = '"' + column.replace('"', '""') + '"::GEOMETRY'
-    try:
-        with duckdb_database().cursor() as con:
-            cursor = con.execute(facts_sql(source, g, validity, valid_sql(g)))
-            row = cursor.fetchone()
-            names = [d[0] for d in cursor.description]
-    except duckdb.Error:
-        return None
-    return facts_from_row(dict(zip(names, row, strict=True)))
-
-
-def _duckdb_parts_scan(files: list[Path], column: str, validity: bool) -> dict[str, Any] | None:
-    """parts.inspect_folder's geometry pass as verify.facts' query in DuckDB over the parts (WKB GeoParquet), or
-    None where DuckDB cannot answer it: the stream then does. Measured on 10,000,000 points in 10 parts declaring
-    no geometry types: a MapSmith select_features took 21.6 s with the shapely stream, most of it here."""
-    geo = strict_json_loads((_parquet_metadata(files[0]).metadata or {}).get(b"geo", b"{}") or b"{}")
-    if geo.get("columns", {}).get(column, {}).get("encoding", "WKB") != "WKB":
-        return None
-    listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-    facts = _facts_in_duckdb(f"read_parquet([{listed}], hive_partitioning = false)", column, validity)
-    if facts is None:
-        return None
-    return {"types": set(facts.geometry_types), "invalid": facts.invalid, "bounds": facts.bounds}
-
-
-def _parquet_metadata(path: Path) -> Any:
-    import pyarrow.parquet as pq
-
-    return pq.read_metadata(path)
-
-
-def stream_facts(path: Path, layer: str | None = None, *, validity: bool = True) -> OutputFacts:
-    """The same facts in one streaming pass over the file in Arrow batches (shapely on each batch),
-    never holding more than a batch: verify.facts' other way, beside the engine's query."""
-    import numpy as np
-    import shapely
-
-    from mapsmith_opensource.common import TYPE_NAMES
-
-    rows = missing = invalid = 0
-    type_ids: set[int] = set()
-    lows, highs = [np.inf, np.inf], [-np.inf, -np.inf]
-    try:
-        for geoms in _geometry_batches(path, layer):
-            rows += len(geoms)
-            absent = shapely.is_missing(geoms) | shapely.is_empty(geoms)
-            missing += int(absent.sum())
-            present = geoms[~absent]
-            invalid += int((~shapely.is_valid(present)).sum()) if validity else 0
-            type_ids.update(shapely.get_type_id(present).tolist())
-            if len(present):
-                box = shapely.bounds(present)
-                # NaN coordinates (an invalid point) are left out of the extent, as the engines' ST_XMin do
-                lows = [min(lows[0], float(np.nanmin(box[:, 0]))), min(lows[1], float(np.nanmin(box[:, 1])))]
-                highs = [max(highs[0], float(np.nanmax(box[:, 2]))), max(highs[1], float(np.nanmax(box[:, 3])))]
-    except InputError:
-        raise
-    except Exception as exc:
-        raise _unreadable(path, exc) from exc
-    types = tuple(sorted(TYPE_NAMES[t] for t in type_ids))
-    bounds = (lows[0], lows[1], highs[0], highs[1]) if type_ids and np.isfinite(lows + highs).all() else None
-    return OutputFacts(rows=rows, missing=missing, invalid=invalid, geometry_types=types, bounds=bounds)
 
 
 def make_valid_keeping_dimension(geoms: Any) -> tuple[Any, int]:

@@ -135,16 +135,11 @@ def _direct_points_in_polygons(
     value, weight = _as_double(value_field), _as_double(weight_field)
     try:
         sd.read_parquet([str(f) for f in parts.dataset_files(path)]).to_view(points)
-        rows, missing, invalid, nulls = (
-            sd.sql(
-                f"SELECT count(*), count(*) FILTER (WHERE {g} IS NULL OR ST_IsEmpty({g})), "
-                f"count(*) FILTER (WHERE NOT ST_IsValid({g})), "
-                f"count(*) FILTER (WHERE ({value}) IS NULL) FROM {points}"
-            )
-            .to_pandas()
-            .iloc[0]
-        )
-        scan = _PointScan(int(rows), int(missing), int(invalid), int(nulls) if value_field is not None else 0)
+        facts = sql.read_point_facts(
+            sd.sql(sql.points_scan_sql(points, g, value, kept=sql.kept_point_facts(path))).to_arrow_table(), 0
+        ).facts
+        nulls = facts.null_values if value_field is not None else 0
+        scan = _PointScan(facts.rows, facts.missing, facts.invalid, nulls)
         record_input_validity(
             ctx,
             "points_path",
@@ -225,16 +220,17 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
     points, zones = f"mapsmith_points_{suffix}", f"mapsmith_polygons_{suffix}"
     g = sql.quote(geometry)
     plain = False
+    kept = sql.kept_point_facts(path)
     # Both layers' CRS are equal (eligibility); SedonaDB compares CRS by name, so both sides go without one.
     # The point ids number the points only to tell them apart (a point in several polygons), not by position.
     relation = (
         f"(SELECT row_number() OVER () - 1 AS id, ST_SetSRID({g}, 0) AS g, {sql.as_double(value_field)} AS v, "
-        f"{sql.point_flags(g)} FROM {points})"
+        f"{sql.point_flags(g, sql.kept_valid(kept))} FROM {points})"
     )
     try:
         sd.read_parquet([str(f) for f in parts.dataset_files(path)]).to_view(points)
         if len(polygons) == 0:  # nothing to match (and SedonaDB cannot type an empty WKB column)
-            scan = sql.points_scan_sql(points, g, sql.as_double(value_field))
+            scan = sql.points_scan_sql(points, g, sql.as_double(value_field), kept=kept)
             found = sql.read_point_facts(sd.sql(scan).to_arrow_table(), 0)
         else:
             sd.create_data_frame(_table(polygons.geometry.values)).to_view(zones)
@@ -244,7 +240,7 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
                 f"(SELECT ST_SetSRID({g}, 0) AS g, {sql.as_double(value_field)} AS v FROM {points} "
                 f"WHERE {g} IS NOT NULL)"
             )
-            scan = sql.points_scan_sql(points, g, sql.as_double(value_field))
+            scan = sql.points_scan_sql(points, g, sql.as_double(value_field), kept=kept)
             found, plain = sql.aggregate(
                 lambda q: sd.sql(q).to_arrow_table(),
                 (relation, zones),

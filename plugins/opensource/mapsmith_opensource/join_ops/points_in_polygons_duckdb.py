@@ -101,9 +101,10 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
     plain = False
     source, row_id = sql.duckdb_points_source(path)
     g = f"{sql.quote(geometry)}::GEOMETRY"  # the CRS dropped: both layers' are equal (eligibility)
+    kept = sql.kept_point_facts(path)
     relation = (
-        f"(SELECT {row_id} AS id, {g} AS g, {sql.as_double(value_field)} AS v, {sql.point_flags(g, valid_sql(g))} "
-        f"FROM {source})"
+        f"(SELECT {row_id} AS id, {g} AS g, {sql.as_double(value_field)} AS v, "
+        f"{sql.point_flags(g, sql.kept_valid(kept, valid_sql(g)))} FROM {source})"
     )
     zones = f"mapsmith_polygons_{uuid.uuid4().hex}"
     wkb = pa.array(shapely.to_wkb(np.asarray(polygons.geometry.values, dtype=object)), type=pa.binary())
@@ -111,13 +112,13 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
     con = duckdb_database().cursor()  # a cursor of its own: its registered table is seen by no other run
     try:
         if len(polygons) == 0:
-            scan = sql.points_scan_sql(source, g, sql.as_double(value_field), valid_sql(g))
+            scan = sql.points_scan_sql(source, g, sql.as_double(value_field), valid_sql(g), kept)
             found = sql.read_point_facts(con.execute(scan).to_arrow_table(), 0)
         else:
             con.register(zones, arrow)
             shapes = f"(SELECT n, ST_GeomFromWKB(wkb) AS g FROM {zones})"
             light = f"(SELECT {g} AS g, {sql.as_double(value_field)} AS v FROM {source})"
-            scan = sql.points_scan_sql(source, g, sql.as_double(value_field), valid_sql(g))
+            scan = sql.points_scan_sql(source, g, sql.as_double(value_field), valid_sql(g), kept)
             found, plain = sql.aggregate(
                 lambda q: con.execute(q).to_arrow_table(),
                 (relation, shapes),

@@ -319,6 +319,13 @@ def _types(found: list[str] | None) -> tuple[str, ...]:
 
 
 def _scan(con: Any, layer: _GeoParquet) -> _Scan:
+    """The input's rows, missing, invalid and types: from the facts its header read counted, when that read counted
+    validity and the file is unchanged since (layer_facts.counted_facts), else from one scan here."""
+    from mapsmith_opensource.layer_facts import counted_facts
+
+    kept = counted_facts(layer.path) if layer.path.is_file() else None
+    if kept is not None:
+        return _Scan(kept.rows, kept.missing, kept.invalid, _types([t.upper() for t in kept.geometry_types]))
     rows, missing, invalid, types = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE g IS NULL OR ST_IsEmpty(g)), "
         f"count(*) FILTER (WHERE NOT ST_IsEmpty(g) AND NOT {valid_sql('g')}), "
