@@ -339,7 +339,8 @@ def _previous_rate(previous: dict[str, Any] | None, operation: str, variant: str
 
 def kept_operations(previous: dict[str, Any] | None, sizes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """--merge: each size with the operations this run did not measure kept from the results file it replaces,
-    first, each marked ``measured_in`` with the run that measured it (its time, commit and command)."""
+    first, each marked ``measured_in`` with the run that measured it (its time, commit and command). The inputs they
+    read and this run did not make (clip_layer's mask) stay in the size's inputs."""
     if not previous:
         return sizes
     earlier = {s["points"]: s for s in previous.get("sizes", [])}
@@ -351,7 +352,10 @@ def kept_operations(previous: dict[str, Any] | None, sizes: list[dict[str, Any]]
             for name, op in earlier.get(size["points"], {}).get("operations", {}).items()
             if name not in size["operations"]
         }
-        out.append({**size, "operations": {**kept, **size["operations"]}})
+        merged = {**size, "operations": {**kept, **size["operations"]}}
+        if kept:
+            merged["inputs"] = {**earlier[size["points"]].get("inputs", {}), **size.get("inputs", {})}
+        out.append(merged)
     return out
 
 

@@ -27,3 +27,18 @@ def manifest(path: Path) -> dict[str, Any]:
     import json
 
     return json.loads(path.with_name(path.name + ".provenance.json").read_text("utf-8"))
+
+
+def drop_bbox(path: Path, compression: str = "snappy") -> Path:
+    """Rewrite the GeoParquet file ``path`` with no bbox in its footer (as DuckDB writes one), its declared geometry
+    types kept: a header read must then scan the geometries for the extent."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    geo = json.loads(table.schema.metadata[b"geo"])
+    geo["columns"][geo["primary_column"]].pop("bbox", None)
+    metadata = {**table.schema.metadata, b"geo": json.dumps(geo).encode()}
+    pq.write_table(table.replace_schema_metadata(metadata), path, compression=compression)
+    return path

@@ -366,10 +366,16 @@ def test_merge_keeps_the_operations_not_measured_again_with_their_origin() -> No
         "measured_at": "2026-12-02T10:50:28+00:00",
         "code": {"commit": "01cd463", "uncommitted_changes": True},
         "command": "python benchmarks/bench_goals.py --preset cluster-100m",
-        "sizes": [{"points": 100, "operations": {"spatial_join": {"old": 1}, "count_in_polygons": {"old": 2}}}],
+        "sizes": [
+            {
+                "points": 100,
+                "inputs": {"points": 100, "zones": 10, "mask": 1},
+                "operations": {"spatial_join": {"old": 1}, "count_in_polygons": {"old": 2}},
+            }
+        ],
     }
     now = [
-        {"points": 100, "operations": {"count_in_polygons": {"new": 3}}},
+        {"points": 100, "inputs": {"points": 100, "zones": 10}, "operations": {"count_in_polygons": {"new": 3}}},
         {"points": 200, "operations": {"count_in_polygons": {"new": 4}}},
     ]
     merged = bench_goals.kept_operations(earlier, now)
@@ -379,6 +385,7 @@ def test_merge_keeps_the_operations_not_measured_again_with_their_origin() -> No
         "count_in_polygons": {"new": 3},
     }
     assert list(merged[0]["operations"]) == ["spatial_join", "count_in_polygons"]  # kept ones first
+    assert merged[0]["inputs"] == {"points": 100, "zones": 10, "mask": 1}  # the kept operations' inputs stay
     assert merged[1] == now[1]
     assert now[0]["operations"] == {"count_in_polygons": {"new": 3}}  # the run's own record is not changed
     # merged twice: the operation keeps the run that measured it, not the file it was last kept from

@@ -11,7 +11,6 @@ header read scans the geometries for the extent):
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 from shapely.geometry import Point, Polygon, box
 
-from layers import manifest, write_layer
+from layers import drop_bbox, manifest, write_layer
 
 X0, Y0 = 500_000, 5_000_000
 UTM = "EPSG:32610"
@@ -42,15 +41,7 @@ def nothing_kept() -> Any:
 def _no_bbox(path: Path, geometries: list[Any], **columns: list[Any]) -> Path:
     """``geometries`` as GeoParquet whose footer declares their types but no bbox, uncompressed (so a coordinate's
     eight bytes can be found in the file)."""
-    import pyarrow.parquet as pq
-
-    write_layer(path, geometries, UTM, **columns)
-    table = pq.read_table(path)
-    geo = json.loads(table.schema.metadata[b"geo"])
-    geo["columns"]["geometry"].pop("bbox", None)
-    metadata = {**table.schema.metadata, b"geo": json.dumps(geo).encode()}
-    pq.write_table(table.replace_schema_metadata(metadata), path, compression="none")
-    return path
+    return drop_bbox(write_layer(path, geometries, UTM, **columns), compression="none")
 
 
 def _scan(path: Path, con: Any = None) -> Any:
