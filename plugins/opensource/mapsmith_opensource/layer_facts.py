@@ -4,14 +4,14 @@ Two ways answer the same question (``mapsmith.verify.facts``): a query in DuckDB
 streaming pass over any format in Arrow batches with shapely. tests/scale/test_check_parity.py holds both to
 the same facts on hand cases.
 
-A GeoParquet file's facts are kept for this process with the file's identity (path, inode, size, modification
-and change times, and its last 64 KiB, where the footer lies), so that a DuckDB engine which then reads the same
-unchanged file takes its input scan from them instead of scanning the geometries a second time
-(``counted_facts``). The footer's points are counted
-valid or not on the header read itself: DuckDB tells a point's validity from its coordinates
-(``duckdb_spatial.valid_sql``), a small share of the scan; other layers' header reads count no validity, so
-there is nothing to keep for them. Written by hand because the reuse is MapSmith's own: no library knows
-which of its scans answer which check.
+A GeoParquet file's facts, validity counted, are kept for this process with the file's identity (path, inode, size,
+modification and change times, and its last 64 KiB, where the footer lies), so that a DuckDB or SedonaDB engine
+which then reads the same unchanged file takes its input scan from them instead of scanning the geometries a
+second time (``counted_facts``). A header read of a file whose footer declares points only counts their validity
+too: DuckDB tells a point's from its coordinates (``duckdb_spatial.valid_sql``), a small share of the scan. Other
+header reads count no validity (a polygon's is GEOS's work), so nothing is kept from them; a read that asks for
+validity (an output check) is kept whatever the types. Written by hand because the reuse is MapSmith's own: no
+library knows which of its scans answer which check.
 
 What this module must never do: answer from kept facts for a file that changed since they were counted, or
 count a validity the caller did not ask for into the facts it returns.
