@@ -700,7 +700,8 @@ def _blind_history(history: Sequence[Mapping[str, Any]]) -> list[str]:
                     for label, numbers in measured.items()
                 )
             )
-        lines.append("- " + "; ".join(parts[:1]) + (": " + "; ".join(parts[1:]) if len(parts) > 1 else "") + ".")
+        head, *rest = parts
+        lines.append(f"- {head}" + (": " + "; ".join(rest) if rest else "") + ".")
     return lines
 
 

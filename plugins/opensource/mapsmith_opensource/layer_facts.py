@@ -121,7 +121,8 @@ def _identity(path: Path) -> _Identity | None:
 
 def counted_facts(path: Path) -> OutputFacts | None:
     """The facts, validity counted, of the GeoParquet file ``path`` as this process last scanned it, when the file
-    is unchanged since; else None (then the caller scans)."""
+    is unchanged since; else None (then the caller scans). A folder of parts has none: it cannot be opened as a
+    file."""
     key = _identity(path)
     return _kept.get(key) if key is not None else None
 
@@ -131,7 +132,6 @@ def _duckdb_facts(path: Path, validity: bool = True) -> OutputFacts | None:
     (another encoding, a geometry its reader refuses): the streaming pass then answers the same question.
     A footer declaring points only has its validity counted even when ``validity`` is not asked, and the
     facts are kept (``counted_facts``); the answer still counts no invalid geometry then."""
-    key = _identity(path)
     geo = strict_json_loads((_parquet_metadata(path).metadata or {}).get(b"geo", b"{}") or b"{}")
     column = geo.get("primary_column")
     declared = geo.get("columns", {}).get(column, {})
@@ -139,10 +139,11 @@ def _duckdb_facts(path: Path, validity: bool = True) -> OutputFacts | None:
         return None
     types = declared.get("geometry_types") or []
     counting = validity or (bool(types) and set(types) <= _CHEAP_VALIDITY)
+    key = _identity(path) if counting else None  # only counted facts are kept
     facts = _facts_in_duckdb("read_parquet('" + str(path).replace("'", "''") + "')", str(column), counting)
     if facts is None:
         return None
-    if counting and key is not None and key == _identity(path):  # unchanged while it was scanned
+    if key is not None and key == _identity(path):  # unchanged while it was scanned
         with _keeping:
             _kept.pop(key, None)
             _kept[key] = facts

@@ -172,7 +172,7 @@ def kept_point_facts(path: Path) -> OutputFacts | None:
     (load 5), points_scan_sql took 6.5-9.0 s with ST_IsValid, 0.2-0.3 s reading the values alone."""
     from mapsmith_opensource.layer_facts import counted_facts
 
-    return counted_facts(path) if path.is_file() else None
+    return counted_facts(path)
 
 
 def kept_valid(kept: OutputFacts | None, valid: str | None = None) -> str | None:

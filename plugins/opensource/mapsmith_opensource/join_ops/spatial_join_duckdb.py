@@ -323,7 +323,7 @@ def _scan(con: Any, layer: _GeoParquet) -> _Scan:
     validity and the file is unchanged since (layer_facts.counted_facts), else from one scan here."""
     from mapsmith_opensource.layer_facts import counted_facts
 
-    kept = counted_facts(layer.path) if layer.path.is_file() else None
+    kept = counted_facts(layer.path)
     if kept is not None:
         return _Scan(kept.rows, kept.missing, kept.invalid, _types([t.upper() for t in kept.geometry_types]))
     rows, missing, invalid, types = con.execute(
