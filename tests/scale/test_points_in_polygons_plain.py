@@ -11,7 +11,8 @@ Local grid in EPSG:32610 (x0 = 500,000 E, y0 = 5,000,000 N), a unit a metre:
 Worked by hand: Z1 holds Q0, Z2 holds Q1 and Q2: counts [1, 2], 3 points counted, 3 in no polygon (one of
 them without geometry), none in several. Z2's values are NaN (left out, counted as null) and 5. The traps are
 the same layers with a point on the shared edge (R (100,20)) and with overlapping zones: then a point may be
-in two polygons and the GROUPING SETS query runs instead, with its counts.
+in two polygons and the points in a region two polygons share are grouped one by one, with the counts worked
+out below; a shared region that misses a point falls back to grouping every point.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shapely.geometry import Point, box
+from shapely.geometry import GeometryCollection, LineString, Point, box
 
 from layers import manifest, read, write_layer
 
@@ -145,33 +146,116 @@ def test_summary_without_grouping_by_point_leaves_out_nan(
     pd.testing.assert_frame_equal(out, read(workspace / "ref.parquet"))
 
 
+SHARED_PATH = "for the points in the region a polygon shares with another, per point"
+GROUPED_PATH = "per polygon and per point (GROUP BY GROUPING SETS)"
+PATH = {"sedonadb": SHARED_PATH, "duckdb": GROUPED_PATH}  # DuckDB groups every point (aggregate's group_shared)
+
+
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_point_on_a_shared_edge_takes_the_grouping_sets_query(
-    make_app: Callable[..., Any], workspace: Path, engine: str
-) -> None:
-    """Trap: R (100,20) on the edge Z1 and Z2 share is in both: counts [2, 3], R counted twice, once in each."""
+def test_a_point_on_a_shared_edge_is_grouped_alone(make_app: Callable[..., Any], workspace: Path, engine: str) -> None:
+    """Trap: R (100,20) on the edge Z1 and Z2 share is in both: counts [2, 3], R counted twice, once in each. The
+    per-polygon query finds a point on a boundary, so SedonaDB groups the points on the shared edge one by one,
+    DuckDB every point."""
     write_case(workspace, extra=[(Point(g(100, 20)), 4.0)])
     result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "e.parquet"})
     assert result.engine["name"] == engine
-    assert "GROUP BY GROUPING SETS" in _path_note(workspace, "e.parquet")
+    assert PATH[engine] in _path_note(workspace, "e.parquet")
     assert read(workspace / "e.parquet")["point_count"].tolist() == [2, 3]
     assert result.answer["points_in_several_polygons"] == 1
     assert result.answer["points_on_shared_boundaries"] == 1
     assert (result.answer["total_point_count"], result.answer["distinct_point_count"]) == (5, 4)
 
 
+# Z2 widened to 90..200 overlaps Z1 in 90..100 x 0..100. A (95,50) is inside both; B (100,20) on Z1's edge
+# inside Z2; C (90,30) on Z2's edge inside Z1; D (95,0) on the bottom edge of both (inside neither).
+OVERLAP_ZONES = [box(*g(0, 0), *g(100, 100)), box(*g(90, 0), *g(200, 100))]
+IN_OVERLAP = [(Point(g(95, 50)), 3.0), (Point(g(100, 20)), 4.0), (Point(g(90, 30)), 6.0), (Point(g(95, 0)), 8.0)]
+# By hand: Z1 holds Q0, A, B, C, D (5), Z2 Q1, Q2, A, B, C, D (6); 7 points counted, 4 of them in both zones,
+# 3 inside one of them (A, B, C), D on a boundary they share; Q3 (no geometry), Q4 and Q5 in none.
+OVERLAP_ANSWER = {
+    "points": 10,
+    "points_counted": 7,
+    "points_in_no_polygon": 3,
+    "points_without_geometry": 1,
+    "points_in_several_polygons": 4,
+    "points_in_overlapping_polygons": 3,
+    "points_on_shared_boundaries": 1,
+    "total_point_count": 11,
+    "distinct_point_count": 7,
+}
+
+
 @pytest.mark.parametrize("engine", ENGINES)
-def test_overlapping_zones_take_the_grouping_sets_query(
+def test_overlapping_zones_group_only_the_points_in_the_overlap(
     make_app: Callable[..., Any], workspace: Path, engine: str
 ) -> None:
-    """Trap: Z2 widened to 90..200 overlaps Z1 (90..100): no point lies in the overlap, but one could, so the
-    per-point grouping runs; counts [1, 2] as before."""
-    zones = [box(*g(0, 0), *g(100, 100)), box(*g(90, 0), *g(200, 100))]
-    write_case(workspace, zones=zones)
+    write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
     result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "o.parquet"})
-    assert "GROUP BY GROUPING SETS" in _path_note(workspace, "o.parquet")
-    assert read(workspace / "o.parquet")["point_count"].tolist() == [1, 2]
-    assert result.answer["points_in_several_polygons"] == 0
+    assert result.engine["name"] == engine
+    assert PATH[engine] in _path_note(workspace, "o.parquet")
+    assert read(workspace / "o.parquet")["point_count"].tolist() == [5, 6]
+    assert {k: result.answer[k] for k in OVERLAP_ANSWER} == OVERLAP_ANSWER
+    ref = make_app(MAPSMITH_SEDONADB_MIN_FEATURES=str(10**12)).run(
+        "count_in_polygons", {**ARGS, "output_path": "ref.parquet"}
+    )
+    assert ref.engine["name"] == "geopandas"
+    assert {k: ref.answer[k] for k in OVERLAP_ANSWER} == OVERLAP_ANSWER
+    _same_record(workspace, "o.parquet", "ref.parquet")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_summary_over_overlapping_zones(make_app: Callable[..., Any], workspace: Path, engine: str) -> None:
+    """Z1's values: Q0 1, A 3, B 4, C 6, D 8 (sum 22, mean 4.4); Z2's: Q1 NaN (left out), Q2 5, A 3, B 4, C 6,
+    D 8 (count 5, sum 26, mean 5.2, one null)."""
+    import pandas as pd
+
+    write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
+    args = {**ARGS, "field": "v", "statistics": "mean,sum,min,max,count"}
+    result = make_app(MAPSMITH_ENGINE=engine).run("summarize_points_in_polygons", {**args, "output_path": "s.parquet"})
+    assert PATH[engine] in _path_note(workspace, "s.parquet")
+    out = read(workspace / "s.parquet")
+    assert out["v_count"].tolist() == [5, 5]
+    assert out["v_sum"].tolist() == [22.0, 26.0]
+    assert out["v_mean"].tolist() == pytest.approx([4.4, 5.2])
+    assert (out["v_min"].tolist(), out["v_max"].tolist()) == ([1.0, 3.0], [8.0, 8.0])
+    assert out["v_null_count"].tolist() == [0, 1]
+    assert result.answer["points_with_null_value"] == 1
+    ref = make_app(MAPSMITH_SEDONADB_MIN_FEATURES=str(10**12))
+    ref.run("summarize_points_in_polygons", {**args, "output_path": "ref.parquet"})
+    _same_record(workspace, "s.parquet", "ref.parquet")
+    pd.testing.assert_frame_equal(out, read(workspace / "ref.parquet"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sedonadb") is None, reason="SedonaDB not installed")
+def test_a_shared_region_that_misses_a_point_falls_back_to_grouping_every_point(
+    make_app: Callable[..., Any], workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trap, on SedonaDB (DuckDB groups every point): shared regions that leave out the overlap (as a rounding
+    miss would) put A-D's two pairs each in the group counted per pair, 14 points where the file has 10: the
+    check catches it and every point is grouped."""
+    from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
+
+    far = box(*g(5000, 5000), *g(5001, 5001))
+    monkeypatch.setattr(sql, "shared_regions", lambda geoms, left, right: [far] * len(geoms))
+    write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
+    result = make_app(MAPSMITH_ENGINE="sedonadb").run("count_in_polygons", {**ARGS, "output_path": "m.parquet"})
+    assert GROUPED_PATH in _path_note(workspace, "m.parquet")
+    assert read(workspace / "m.parquet")["point_count"].tolist() == [5, 6]
+    assert {k: result.answer[k] for k in OVERLAP_ANSWER} == OVERLAP_ANSWER
+
+
+def test_shared_regions_by_hand() -> None:
+    from mapsmith_opensource.join_ops.points_in_polygons_sql import meeting_pairs, shared_regions
+
+    a, b, c, far = box(0, 0, 10, 10), box(8, 0, 20, 10), box(10, 10, 12, 12), box(50, 50, 51, 51)
+    geoms, left, right = meeting_pairs([a, b, c, far])
+    assert sorted(zip(left.tolist(), right.tolist(), strict=True)) == [(0, 1), (0, 2), (1, 2)]
+    regions = shared_regions(geoms, left, right)
+    # a meets b in 8..10 x 0..10 and c at the corner (10,10), on that square; b meets c along y = 10, 10..12
+    assert regions[0].normalize().equals(box(8, 0, 10, 10).normalize())
+    assert regions[1].normalize().equals(GeometryCollection([box(8, 0, 10, 10), LineString([(10, 10), (12, 10)])]))
+    assert regions[2].equals(LineString([(10, 10), (12, 10)]))
+    assert regions[3] is None
 
 
 def test_interiors_disjoint_by_hand() -> None:

@@ -74,20 +74,6 @@ def points_in_polygons_eligible(ctx: RunContext) -> str | None:
     return None if reason is None else f"{reason}; its direct path is not taken: {problem}"
 
 
-AGGREGATE_PATH_NOTE = (
-    "engine path: direct, aggregated -- SedonaDB read points_path itself (GeoParquet) and, in one query, counted its "
-    "null, empty and invalid geometries, matched the points with the polygons and aggregated the matches per "
-    "polygon and per point (GROUP BY GROUPING SETS): one row per polygon came back, no point and no (polygon, point) "
-    "pair; the polygons were read, checked and written by the GeoPandas engine's code"
-)
-PLAIN_AGGREGATE_PATH_NOTE = (
-    "engine path: direct, aggregated -- SedonaDB read points_path itself (GeoParquet), matched the points with the "
-    "polygons and aggregated the matches per polygon in one query, and counted its null, empty and invalid "
-    "geometries in a second: the polygons' interiors being pairwise disjoint and no point on a polygon's "
-    "boundary, no point can be in two polygons, so none was grouped by point (points_in_polygons_sql.aggregate); "
-    "one row per polygon came back, no point and no (polygon, point) pair; the polygons were read, checked and "
-    "written by the GeoPandas engine's code"
-)
 _quote = sql.quote
 
 
@@ -219,7 +205,7 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
     suffix = uuid.uuid4().hex
     points, zones = f"mapsmith_points_{suffix}", f"mapsmith_polygons_{suffix}"
     g = sql.quote(geometry)
-    plain = False
+    how = "grouped"
     kept = sql.kept_point_facts(path)
     # Both layers' CRS are equal (eligibility); SedonaDB compares CRS by name, so both sides go without one.
     # The point ids number the points only to tell them apart (a point in several polygons), not by position.
@@ -233,7 +219,6 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
             scan = sql.points_scan_sql(points, g, sql.as_double(value_field), kept=kept)
             found = sql.read_point_facts(sd.sql(scan).to_arrow_table(), 0)
         else:
-            sd.create_data_frame(_table(polygons.geometry.values)).to_view(zones)
             # WHERE: a null geometry meets no polygon anyway, and without a filter SedonaDB 0.5 plans a one-row
             # file's projection with the column's type lost ("st_setsrid(binary, int64): No kernel")
             light = (
@@ -241,14 +226,16 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
                 f"WHERE {g} IS NOT NULL)"
             )
             scan = sql.points_scan_sql(points, g, sql.as_double(value_field), kept=kept)
-            found, plain = sql.aggregate(
+            found, how = sql.aggregate(
                 lambda q: sd.sql(q).to_arrow_table(),
-                (relation, zones),
+                relation,
                 light,
-                zones,
+                lambda regions: _register_zones(sd, zones, polygons.geometry.values, regions),
                 scan,
                 polygons.geometry,
                 sql.single_points(ctx.inputs["points_path"].geometry_types),
+                sql.file_rows(path),
+                group_shared=True,
             )
     finally:
         for name in (points, zones):
@@ -256,9 +243,24 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
                 sd.drop_view(name)
             except Exception:  # never registered (the failure above is the one to report)
                 pass
-    note = PLAIN_AGGREGATE_PATH_NOTE if len(polygons) and plain else AGGREGATE_PATH_NOTE
-    points_ops.record_aggregated(ctx, polygons.crs, found, path, geometry, note)
+    points_ops.record_aggregated(ctx, polygons.crs, found, path, geometry, sql.path_note("SedonaDB", how))
     return polygons, found
+
+
+def _register_zones(sd: Any, name: str, geoms: Any, regions: Any) -> str:
+    """The polygons as the view ``name`` (n, g, and s: points_in_polygons_sql.shared_regions' regions, when
+    given), replacing the view a first query of the same run made."""
+    import geoarrow.pyarrow as ga
+    import numpy as np
+    import pyarrow as pa
+    import shapely
+
+    table = _table(geoms)
+    if regions is not None:
+        wkb = pa.array(shapely.to_wkb(np.asarray(regions, dtype=object)), type=pa.binary())
+        table = table.append_column("s", ga.wkb().wrap_array(wkb))
+    sd.create_data_frame(table).to_view(name, overwrite=True)
+    return name
 
 
 def count_in_polygons_sedonadb(ctx: RunContext) -> None:

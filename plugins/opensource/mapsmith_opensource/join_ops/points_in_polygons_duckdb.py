@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
 ENGINE = "duckdb"
+
+
 # Why the router does not choose this engine by default (points_in_polygons.DUCKDB_POINTS_PREFERENCE is
 # below GeoPandas'): whole MapSmith runs, fresh processes, benchmarks/bench_scale.py's points x 10,000
 # overlapping polygons, CPU seconds of the whole process (the 2 shared cores were loaded, load average
@@ -31,22 +33,6 @@ ENGINE = "duckdb"
 # 2.5 s, + ST_Contains on every pair 3.4 s (DuckDB does not prepare the polygon). It used the least memory
 # (488 MiB peak against 763 MiB for GeoPandas at 1,000,000) and is the engine to force where SedonaDB is not
 # installed and memory is short; forcing it is what the engine-parity tests do.
-PATH_NOTE = (
-    "engine path: direct, aggregated -- DuckDB read points_path itself (GeoParquet) and, in one query, counted its "
-    "null, empty and invalid geometries, matched the points with the polygons and aggregated the matches per "
-    "polygon and per point (GROUP BY GROUPING SETS): one row per polygon came back, no point and no (polygon, point) "
-    "pair; the polygons were read, checked and written by the GeoPandas engine's code"
-)
-PLAIN_PATH_NOTE = (
-    "engine path: direct, aggregated -- DuckDB read points_path itself (GeoParquet), matched the points with the "
-    "polygons and aggregated the matches per polygon in one query, and counted its null, empty and invalid "
-    "geometries in a second: the polygons' interiors being pairwise disjoint and no point on a polygon's "
-    "boundary, no point can be in two polygons, so none was grouped by point (points_in_polygons_sql.aggregate); "
-    "one row per polygon came back, no point and no (polygon, point) pair; the polygons were read, checked and "
-    "written by the GeoPandas engine's code"
-)
-
-
 def eligible(ctx: RunContext) -> str | None:
     """Why DuckDB cannot take this points-in-polygons run, or None when it can."""
     from pyproj import CRS
@@ -98,7 +84,6 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
     geometry = sql.points_geometry(path)
     shared._refuse_existing(ctx, polygons, new_fields)
     require_valid(ctx, polygons, "input_path", shared.UNDEFINED_ON_INVALID)
-    plain = False
     source, row_id = sql.duckdb_points_source(path)
     g = f"{sql.quote(geometry)}::GEOMETRY"  # the CRS dropped: both layers' are equal (eligibility)
     kept = sql.kept_point_facts(path)
@@ -107,31 +92,41 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
         f"{sql.point_flags(g, sql.kept_valid(kept, valid_sql(g)))} FROM {source})"
     )
     zones = f"mapsmith_polygons_{uuid.uuid4().hex}"
-    wkb = pa.array(shapely.to_wkb(np.asarray(polygons.geometry.values, dtype=object)), type=pa.binary())
-    arrow = pa.table({"n": pa.array(np.arange(len(polygons), dtype=np.int64)), "wkb": wkb})
     con = duckdb_database().cursor()  # a cursor of its own: its registered table is seen by no other run
+    how = "grouped"
+
+    def register(regions: Any) -> str:
+        """The polygons as a relation (n, g, and s from shared_regions' regions when given)."""
+        geoms = np.asarray(polygons.geometry.values, dtype=object)
+        wkb = pa.array(shapely.to_wkb(geoms), type=pa.binary())
+        table = {"n": pa.array(np.arange(len(polygons), dtype=np.int64)), "wkb": wkb}
+        if regions is not None:
+            table["s"] = pa.array(shapely.to_wkb(np.asarray(regions, dtype=object)), type=pa.binary())
+        con.register(zones, pa.table(table))  # replaces the table a first query of the run registered
+        shared_region = ", ST_GeomFromWKB(s) AS s" if regions is not None else ""
+        return f"(SELECT n, ST_GeomFromWKB(wkb) AS g{shared_region} FROM {zones})"
+
     try:
         if len(polygons) == 0:
             scan = sql.points_scan_sql(source, g, sql.as_double(value_field), valid_sql(g), kept)
             found = sql.read_point_facts(con.execute(scan).to_arrow_table(), 0)
         else:
-            con.register(zones, arrow)
-            shapes = f"(SELECT n, ST_GeomFromWKB(wkb) AS g FROM {zones})"
             light = f"(SELECT {g} AS g, {sql.as_double(value_field)} AS v FROM {source})"
             scan = sql.points_scan_sql(source, g, sql.as_double(value_field), valid_sql(g), kept)
-            found, plain = sql.aggregate(
+            found, how = sql.aggregate(
                 lambda q: con.execute(q).to_arrow_table(),
-                (relation, shapes),
+                relation,
                 light,
-                shapes,
+                register,
                 scan,
                 polygons.geometry,
                 sql.single_points(ctx.inputs["points_path"].geometry_types),
+                sql.file_rows(path),
+                group_shared=False,
             )
     finally:
         con.close()
-    note = PLAIN_PATH_NOTE if len(polygons) and plain else PATH_NOTE
-    points_ops.record_aggregated(ctx, polygons.crs, found, path, geometry, note)
+    points_ops.record_aggregated(ctx, polygons.crs, found, path, geometry, sql.path_note("DuckDB", how))
     return polygons, found
 
 
