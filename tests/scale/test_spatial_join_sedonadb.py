@@ -354,3 +354,51 @@ def test_the_operator_can_name_sedonadb_and_its_size_threshold_gives_way(
     assert any("MAPSMITH_ENGINE names sedonadb, which sets its size threshold aside" in n for n in record["notes"])
     assert _pairs(_table(data / "o.parquet")) == CASES["intersects_left"][1]
     assert _run(make_app, {**JOIN, "how": "left"}, "p.parquet").engine["name"] == "geopandas"
+
+
+@pytest.mark.parametrize("invalid", [False, True], ids=["clean twin", "with an invalid point"])
+def test_points_whose_header_read_counted_validity_are_not_scanned_again(
+    make_app: Callable[..., Any], workspace: Path, monkeypatch: pytest.MonkeyPatch, invalid: bool
+) -> None:
+    """A points footer with no bbox makes the header read scan the points, validity included (layer_facts), and
+    the file-to-file path takes input_path's facts from it: SedonaDB counts only join_path's. The rows and record
+    are the GeoPandas engine's; with P7 (150, NaN) added (GEOS: Invalid Coordinate, feature 6) the run is refused
+    as GeoPandas refuses it."""
+    import math
+
+    from layers import drop_bbox
+    from mapsmith.errors import MapSmithError
+    from mapsmith_opensource import layer_facts
+    from mapsmith_opensource.join_ops import spatial_join_sedonadb as engine
+
+    write_zones(workspace / "zones.parquet")
+    points = [Point(g(50, 50)), Point(g(100, 50)), Point(g(150, 50)), Point(g(300, 300)), Point(g(120, 80)), None]
+    points += [Point(g(150, math.nan))] if invalid else []
+    write_layer(workspace / "points.parquet", points, UTM, pid=[f"P{k + 1}" for k in range(len(points))])
+    drop_bbox(workspace / "points.parquet")
+    counted: list[str] = []
+    facts = engine._facts
+    monkeypatch.setattr(
+        engine, "_facts", lambda sd, source, geometry: counted.append(source) or facts(sd, source, geometry)
+    )
+    layer_facts._kept.clear()
+    runs: list[Any] = []
+    for name, env in (("s.parquet", SEDONA_ENV), ("r.parquet", {})):
+        try:
+            runs.append(_run(make_app, {**JOIN, "how": "left"}, name, **env))
+        except MapSmithError as refused:
+            runs.append(refused)
+    assert len(counted) == 1 and counted[0].startswith("mapsmith_join_")  # join_path's facts alone
+    ours, theirs = runs
+    if invalid:
+        assert isinstance(ours, MapSmithError) and isinstance(theirs, MapSmithError)
+        assert ours.code == theirs.code == "INPUT_GEOMETRY_INVALID"
+        assert ours.evidence == theirs.evidence
+        assert ours.evidence["invalid_count"] == 1 and ours.evidence["first_rows"] == [6]
+        return
+    assert ours.engine["name"] == "sedonadb" and theirs.engine["name"] == "geopandas"
+    expected = [("P1", "Z1"), ("P2", "Z1"), ("P2", "Z2"), ("P3", "Z2"), ("P4", None), ("P5", "Z2"), ("P6", None)]
+    assert _pairs(_table(workspace / "s.parquet")) == expected
+    _same_rows(_table(workspace / "s.parquet"), _table(workspace / "r.parquet"))
+    assert ours.answer == theirs.answer
+    assert manifest(workspace / "s.parquet")["verification"] == manifest(workspace / "r.parquet")["verification"]

@@ -170,11 +170,15 @@ def _facts(sd: Any, source: str, geometry: str) -> OutputFacts:
 
 
 def _inspect(sd: Any, views: dict[str, str], layers: dict[str, files._GeoParquet]) -> dict[str, Any]:
-    """Each input's validity counted by SedonaDB (verify.facts' query), with the first invalid rows and GEOS's
-    reasons read back only when there are some (SedonaDB gives no reason)."""
+    """Each input's validity counted by SedonaDB (verify.facts' query), or taken from the facts the input's header
+    read counted when the file is unchanged since (layer_facts.counted_facts: measured on 10,000,000 points, the
+    query took 3.4 s of a 21.6 s run), with the first invalid rows and GEOS's reasons read back only when there are
+    some (SedonaDB gives no reason)."""
+    from mapsmith_opensource.layer_facts import counted_facts
+
     out: dict[str, Any] = {}
     for key, layer in layers.items():
-        facts = _facts(sd, views[key], sql.quote(layer.geometry))
+        facts = counted_facts(layer.path) or _facts(sd, views[key], sql.quote(layer.geometry))
         scan = files._Scan(facts.rows, facts.missing, facts.invalid, facts.geometry_types)
         invalid = sql.first_invalid_points(layer.path, layer.geometry) if facts.invalid else []
         out[key] = ((scan, invalid), facts)
