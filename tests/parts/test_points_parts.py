@@ -104,18 +104,50 @@ def test_summary_of_the_parts_is_geopandas_record(engine: str, make_app: Callabl
     assert mine["inputs"] == theirs["inputs"]  # the folder digested by the listing rule either way
 
 
-def test_a_hive_folder_goes_to_geopandas_with_the_reason(make_app: Callable[..., Any], workspace: Path) -> None:
-    """Trap: key=value/ subfolders add a column the direct paths do not read; the run is answered by GeoPandas,
-    the reason recorded (this request crashed in SedonaDB's eligibility before: 'path is a directory')."""
+@pytest.mark.parametrize("engine", ("duckdb", "sedonadb"))
+def test_a_hive_folder_is_read_by_the_engine_with_the_hand_counts(
+    engine: str, make_app: Callable[..., Any], workspace: Path
+) -> None:
+    """key=value/ subfolders add a field (batch) the counts never read: the engine reads the parts itself and
+    gives the hand counts and the GeoPandas engine's record (this request crashed in SedonaDB's eligibility
+    once: 'path is a directory'; then it went to GeoPandas)."""
     folder = write_case(workspace, hive=True)
-    arguments = {"input_path": "zones.parquet", "points_path": folder, "output_path": "h.parquet"}
-    result = make_app().run("count_in_polygons", arguments)
-    assert result.engine["name"] == "geopandas"
+    arguments = {"input_path": "zones.parquet", "points_path": folder}
+    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**arguments, "output_path": "h.parquet"})
+    assert result.engine["name"] == engine
+    (path,) = [n for n in manifest(workspace / "h.parquet")["notes"] if n.startswith("engine path:")]
+    assert path.startswith("engine path: direct, aggregated")
     assert read(workspace / "h.parquet")["point_count"].tolist() == [3, 3]
     assert {k: result.answer[k] for k in COUNTS} == COUNTS
-    passed = manifest(workspace / "h.parquet")["x-mapsmith:engine_choice"]["passed_over"]
-    (sedona,) = [p for p in passed if p["engine"] == "sedonadb"]
-    assert "its direct path is not taken: points_path is a folder partitioned by batch" in sedona["reason"]
+    make_app(MAPSMITH_ENGINE="geopandas").run("count_in_polygons", {**arguments, "output_path": "r.parquet"})
+    mine, theirs = manifest(workspace / "h.parquet"), manifest(workspace / "r.parquet")
+    assert mine["verification"] == theirs["verification"]
+    assert mine["inputs"] == theirs["inputs"]
+
+
+def test_a_value_field_that_is_a_hive_key_goes_to_geopandas_with_the_reason(
+    make_app: Callable[..., Any], workspace: Path
+) -> None:
+    """Trap: summarising batch, the folder's key, which the direct path does not read: the GeoPandas engine takes
+    the run, the reason recorded, and refuses it as it refuses any field of categories. The clean twin (v, a field
+    of the parts) is SedonaDB's when named, with the hand sums."""
+    import json
+
+    from mapsmith.errors import MapSmithError
+
+    folder = write_case(workspace, hive=True)
+    arguments = {"input_path": "zones.parquet", "points_path": folder, "statistics": "count,sum"}
+    with pytest.raises(MapSmithError) as refused:
+        make_app().run("summarize_points_in_polygons", {**arguments, "field": "batch", "output_path": "k.parquet"})
+    assert refused.value.code == "FIELD_NOT_NUMERIC"
+    failed = json.loads((workspace / "k.parquet.failed.provenance.json").read_text("utf-8"))
+    assert failed["x-mapsmith:engine_choice"]["engine"] == "geopandas"
+    (sedona,) = [p for p in failed["x-mapsmith:engine_choice"]["passed_over"] if p["engine"] == "sedonadb"]
+    assert "field 'batch' is points_path's partition key (key=value/ subfolders)" in sedona["reason"]
+    twin = make_app(MAPSMITH_ENGINE="sedonadb")
+    result = twin.run("summarize_points_in_polygons", {**arguments, "field": "v", "output_path": "v.parquet"})
+    assert result.engine["name"] == "sedonadb"
+    assert read(workspace / "v.parquet")["v_sum"].tolist() == [6.0, 8.0]
 
 
 @pytest.mark.parametrize("field", ["file_index", "FILE_ROW_NUMBER", "batch"])

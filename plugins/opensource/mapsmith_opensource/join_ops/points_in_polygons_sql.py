@@ -426,20 +426,20 @@ def points_file_problem(ctx: RunContext, value_field: str | None, engine: str) -
     from mapsmith_opensource import io
 
     path = ctx.paths["points_path"]
-    if parts.is_parts_folder(path):
-        if keys := "/".join(parts.hive_columns(path)):
-            return (
-                f"points_path is a folder partitioned by {keys} (key=value/ subfolders); the direct path reads plain "
-                "parts"
-            )
-    elif not io.is_parquet(path):
+    # A hive folder's keys (key=value/ subfolders) are fields the GeoPandas engine reads and the direct path does
+    # not: the counts never depend on them, but a value or weight field that is a key takes the GeoPandas engine.
+    folder = parts.is_parts_folder(path)
+    keys = parts.hive_columns(path) if folder else ()
+    if not folder and not io.is_parquet(path):
         return f"points_path is {ctx.inputs['points_path'].driver}, not GeoParquet, which {engine} reads directly"
     # a folder's parts share one schema and CRS (mapsmith.parts.inspect_folder refused the run otherwise)
     schema = pq.read_schema(parts.dataset_files(path)[0])
     meta = schema.metadata or {}
     geo = json.loads(meta.get(b"geo") or b"{}")
     columns = geo.get("columns", {})
-    reserved = parts.duckdb_reserved_field(path, schema.names)
+    if clash := [k for k in keys if k in schema.names]:
+        return f"points_path's partition key {clash[0]!r} is also a field of its parts"
+    reserved = parts.duckdb_reserved_field(path, [*schema.names, *keys])
     if engine == "DuckDB" and reserved is not None:  # the points' ids are DuckDB's row positions
         return f"points_path has a field named {reserved!r}, which DuckDB reserves for row positions"
     if len(columns) != 1:
@@ -454,6 +454,11 @@ def points_file_problem(ctx: RunContext, value_field: str | None, engine: str) -
     for name in (value_field, ctx.arguments.get("weight_field")):
         if name is None:
             continue
+        if name in keys:
+            return (
+                f"field {name!r} is points_path's partition key (key=value/ subfolders), which the direct path "
+                "does not read"
+            )
         where = schema.get_field_index(name)
         if where < 0 or name == primary or name in index:
             return f"points_path has no field {name!r} (the GeoPandas engine's code gives the refusal)"
