@@ -204,6 +204,31 @@ def test_overlapping_zones_group_only_the_points_in_the_overlap(
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_a_shared_region_of_an_area_and_a_line(make_app: Callable[..., Any], workspace: Path, engine: str) -> None:
+    """A = 0..100 x 0..100, B = 80..200 x 0..100 (they overlap in 80..100), C = 100..120 x 100..120 (it meets A at
+    the corner (100,100) and B along y = 100, x 100..120): B's shared region is an area and a line (a geometry
+    collection). F (90,50) is inside A and B; E (110,100) on B's and C's boundaries. By hand: counts A 2 (Q0, F),
+    B 4 (Q1, Q2, E, F), C 1 (E); 5 points counted, 2 in several polygons, F inside overlapping ones, E on a
+    boundary they share."""
+    zones = [box(*g(0, 0), *g(100, 100)), box(*g(80, 0), *g(200, 100)), box(*g(100, 100), *g(120, 120))]
+    write_case(workspace, zones=zones, extra=[(Point(g(90, 50)), 3.0), (Point(g(110, 100)), 4.0)])
+    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "c.parquet"})
+    assert result.engine["name"] == engine
+    assert PATH[engine] in _path_note(workspace, "c.parquet")
+    assert read(workspace / "c.parquet")["point_count"].tolist() == [2, 4, 1]
+    expected = {
+        "points": 8,
+        "points_counted": 5,
+        "points_in_several_polygons": 2,
+        "points_in_overlapping_polygons": 1,
+        "points_on_shared_boundaries": 1,
+        "total_point_count": 7,
+        "distinct_point_count": 5,
+    }
+    assert {k: result.answer[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_summary_over_overlapping_zones(make_app: Callable[..., Any], workspace: Path, engine: str) -> None:
     """Z1's values: Q0 1, A 3, B 4, C 6, D 8 (sum 22, mean 4.4); Z2's: Q1 NaN (left out), Q2 5, A 3, B 4, C 6,
     D 8 (count 5, sum 26, mean 5.2, one null)."""
