@@ -85,6 +85,16 @@ def _same_record(workspace: Path, got: str, ref: str) -> None:
     ]
 
 
+def _geopandas_agrees(make_app: Callable[..., Any], workspace: Path, got: str, expected: dict[str, int]) -> None:
+    """The GeoPandas engine on the same count request gives the same answer and records the same."""
+    ref = make_app(MAPSMITH_SEDONADB_MIN_FEATURES=str(10**12)).run(
+        "count_in_polygons", {**ARGS, "output_path": "ref.parquet"}
+    )
+    assert ref.engine["name"] == "geopandas"
+    assert {k: ref.answer[k] for k in expected} == expected
+    _same_record(workspace, got, "ref.parquet")
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_count_without_grouping_by_point_gives_the_hand_counts(
     make_app: Callable[..., Any], workspace: Path, engine: str
@@ -114,13 +124,7 @@ def test_count_without_grouping_by_point_gives_the_hand_counts(
         if c["name"] == "x-mapsmith:input_geometry_valid" and c.get("argument") == "points_path"
     ]
     assert "1 of 6 geometries invalid (first feature indices [5]; Invalid Coordinate)" in validity["detail"]
-    # the GeoPandas engine on the same request records the same
-    ref = make_app(MAPSMITH_SEDONADB_MIN_FEATURES=str(10**12)).run(
-        "count_in_polygons", {**ARGS, "output_path": "ref.parquet"}
-    )
-    assert ref.engine["name"] == "geopandas"
-    assert {k: ref.answer[k] for k in expected} == expected
-    _same_record(workspace, "c.parquet", "ref.parquet")
+    _geopandas_agrees(make_app, workspace, "c.parquet", expected)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -195,12 +199,7 @@ def test_overlapping_zones_group_only_the_points_in_the_overlap(
     assert PATH[engine] in _path_note(workspace, "o.parquet")
     assert read(workspace / "o.parquet")["point_count"].tolist() == [5, 6]
     assert {k: result.answer[k] for k in OVERLAP_ANSWER} == OVERLAP_ANSWER
-    ref = make_app(MAPSMITH_SEDONADB_MIN_FEATURES=str(10**12)).run(
-        "count_in_polygons", {**ARGS, "output_path": "ref.parquet"}
-    )
-    assert ref.engine["name"] == "geopandas"
-    assert {k: ref.answer[k] for k in OVERLAP_ANSWER} == OVERLAP_ANSWER
-    _same_record(workspace, "o.parquet", "ref.parquet")
+    _geopandas_agrees(make_app, workspace, "o.parquet", OVERLAP_ANSWER)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

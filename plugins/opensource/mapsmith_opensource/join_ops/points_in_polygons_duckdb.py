@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
 ENGINE = "duckdb"
-
-
 # Why the router does not choose this engine by default (points_in_polygons.DUCKDB_POINTS_PREFERENCE is
 # below GeoPandas'): whole MapSmith runs, fresh processes, benchmarks/bench_scale.py's points x 10,000
 # overlapping polygons, CPU seconds of the whole process (the 2 shared cores were loaded, load average
@@ -33,6 +31,8 @@ ENGINE = "duckdb"
 # 2.5 s, + ST_Contains on every pair 3.4 s (DuckDB does not prepare the polygon). It used the least memory
 # (488 MiB peak against 763 MiB for GeoPandas at 1,000,000) and is the engine to force where SedonaDB is not
 # installed and memory is short; forcing it is what the engine-parity tests do.
+
+
 def eligible(ctx: RunContext) -> str | None:
     """Why DuckDB cannot take this points-in-polygons run, or None when it can."""
     from pyproj import CRS

@@ -153,11 +153,12 @@ def meeting_pairs(geometries: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return geoms, left[keep], right[keep]
 
 
-def interiors_disjoint(geometries: Any) -> bool:
-    """Whether no two of the polygons share interior points (touching along an edge or at a corner is fine)."""
+def interiors_disjoint(geometries: Any, pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> bool:
+    """Whether no two of the polygons share interior points (touching along an edge or at a corner is fine);
+    ``pairs``: meeting_pairs' answer for them, when already found."""
     import shapely
 
-    geoms, left, right = meeting_pairs(geometries)
+    geoms, left, right = pairs if pairs is not None else meeting_pairs(geometries)
     return not bool(shapely.relate_pattern(geoms[left], geoms[right], "T********").any()) if len(left) else True
 
 
@@ -218,13 +219,12 @@ def aggregate(
     SedonaDB, slower on DuckDB: see the module's docstring)."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import shapely
 
     count = len(polygons)
     if not points_are_single:
         return read_aggregated(run(aggregate_sql(points, register(None))), count), "grouped"
-    geoms, left, right = meeting_pairs(polygons.values)
-    if not len(left) or not shapely.relate_pattern(geoms[left], geoms[right], "T********").any():
+    geoms, left, right = pairs = meeting_pairs(polygons.values)
+    if interiors_disjoint(geoms, pairs):
         found = run(polygon_rows_sql(light, register(None)))
         if pc.sum(found.column("edge")).as_py() in (None, 0):
             facts = read_point_facts(run(scan), count).facts
@@ -257,7 +257,7 @@ def path_note(engine: str, path: str) -> str:
             "per polygon and per point (GROUP BY GROUPING SETS)"
             if path == "grouped"
             else "per polygon and, for the points in the region a polygon shares with another, per point (GROUP BY "
-            "GROUPING SETS; the points grouped together were checked to have one polygon each: "
+            "GROUPING SETS; the points grouped together were checked to lie in one polygon at most: "
             "points_in_polygons_sql.aggregate)"
         )
         how = (
