@@ -229,11 +229,12 @@ def test_a_shared_region_of_an_area_and_a_line(make_app: Callable[..., Any], wor
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_summary_over_overlapping_zones(make_app: Callable[..., Any], workspace: Path, engine: str) -> None:
-    """Z1's values: Q0 1, A 3, B 4, C 6, D 8 (sum 22, mean 4.4); Z2's: Q1 NaN (left out), Q2 5, A 3, B 4, C 6,
-    D 8 (count 5, sum 26, mean 5.2, one null)."""
+    """A2, a second point at A (95,50) with no value (NaN), shares A's location and polygons. Z1's values: Q0 1,
+    A 3, A2 NaN (left out), B 4, C 6, D 8 (count 5, sum 22, mean 4.4, one null); Z2's: Q1 NaN, Q2 5, A 3, A2 NaN,
+    B 4, C 6, D 8 (count 5, sum 26, mean 5.2, two nulls). Five points in both zones, two without a value."""
     import pandas as pd
 
-    write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
+    write_case(workspace, zones=OVERLAP_ZONES, extra=[*IN_OVERLAP, (Point(g(95, 50)), math.nan)])
     args = {**ARGS, "field": "v", "statistics": "mean,sum,min,max,count"}
     result = make_app(MAPSMITH_ENGINE=engine).run("summarize_points_in_polygons", {**args, "output_path": "s.parquet"})
     assert PATH[engine] in _path_note(workspace, "s.parquet")
@@ -242,12 +243,29 @@ def test_summary_over_overlapping_zones(make_app: Callable[..., Any], workspace:
     assert out["v_sum"].tolist() == [22.0, 26.0]
     assert out["v_mean"].tolist() == pytest.approx([4.4, 5.2])
     assert (out["v_min"].tolist(), out["v_max"].tolist()) == ([1.0, 3.0], [8.0, 8.0])
-    assert out["v_null_count"].tolist() == [0, 1]
-    assert result.answer["points_with_null_value"] == 1
+    assert out["v_null_count"].tolist() == [1, 2]
+    assert result.answer["points_with_null_value"] == 2
+    assert (result.answer["points_in_several_polygons"], result.answer["points_counted"]) == (5, 8)
     ref = make_app(MAPSMITH_SEDONADB_MIN_FEATURES=str(10**12))
     ref.run("summarize_points_in_polygons", {**args, "output_path": "ref.parquet"})
     _same_record(workspace, "s.parquet", "ref.parquet")
     pd.testing.assert_frame_equal(out, read(workspace / "ref.parquet"))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_one_row_points_file_over_overlapping_zones(
+    make_app: Callable[..., Any], workspace: Path, engine: str
+) -> None:
+    """A (95,50), alone in its file, inside both zones: counts [1, 1], one point in two polygons. SedonaDB 0.5
+    cannot plan the grouping by location over a one-row file; the grouping by point answers instead."""
+    write_case(workspace, zones=OVERLAP_ZONES)
+    write_layer(workspace / "points.parquet", [Point(g(95, 50))], UTM, pid=["A"], v=[3.0])
+    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "one.parquet"})
+    assert result.engine["name"] == engine
+    assert "engine path: direct, aggregated" in _path_note(workspace, "one.parquet")
+    assert read(workspace / "one.parquet")["point_count"].tolist() == [1, 1]
+    expected = {"points": 1, "points_counted": 1, "points_in_several_polygons": 1, "points_in_overlapping_polygons": 1}
+    assert {k: result.answer[k] for k in expected} == expected
 
 
 @pytest.mark.skipif(importlib.util.find_spec("sedonadb") is None, reason="SedonaDB not installed")
