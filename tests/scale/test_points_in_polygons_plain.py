@@ -256,8 +256,8 @@ def test_summary_over_overlapping_zones(make_app: Callable[..., Any], workspace:
 def test_a_one_row_points_file_over_overlapping_zones(
     make_app: Callable[..., Any], workspace: Path, engine: str
 ) -> None:
-    """A (95,50), alone in its file, inside both zones: counts [1, 1], one point in two polygons. SedonaDB 0.5
-    cannot plan the grouping by location over a one-row file; the grouping by point answers instead."""
+    """A (95,50), alone in its file, inside both zones: counts [1, 1], one point in two polygons (SedonaDB 0.5
+    mistypes some plans over a one-row file: 'st_setsrid(binary, int64): No kernel')."""
     write_case(workspace, zones=OVERLAP_ZONES)
     write_layer(workspace / "points.parquet", [Point(g(95, 50))], UTM, pid=["A"], v=[3.0])
     result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "one.parquet"})

@@ -26,22 +26,24 @@ of one of them, and the per-polygon query counts the pairs whose point is not in
 With none, no point is in two polygons, the per-polygon rows are the whole answer and a second, plain scan
 counts the points' facts.
 
-Otherwise, for single points, only the points that may be in two polygons are grouped apart
-(shared_aggregate_sql): a point in polygon i is in another polygon only if it meets ``s``, the union of i's
-intersections with the polygons it meets (computed here in GEOS). The pairs whose point meets its polygon's
-``s`` are grouped by the point's location, and every other pair goes to one common group, which is right only
-if each point in that common group has a single pair there. That is checked, not assumed: every point yields
-at least one pair (the LEFT JOIN), so the common group's pairs plus the points counted at the locations equal
-the number of points exactly when no point has two pairs in the common group and none is split between the
-two; the number of points comes from the files' footers. A miss (a point the computed ``s`` leaves out by
-rounding) fails the check and the plain GROUPING SETS query runs instead, as it does where the engine cannot
-plan the query. Measured on 10,000,000 points and bench_vector's 10,000 overlapping zones (2,034,849 points in
-two or more), SedonaDB, the query alone, one quiet run each: 14.5 s grouping every point, 9.5 s grouping by
-point only those in a shared region (1.3 s more in GEOS for the regions), 5.2 s for the per-polygon counts
-alone; grouping those by location instead of by point saved 3 s more (shared_aggregate_sql). On DuckDB the
-shared regions made whole runs slower (15.8 s -> 19.7 s, against 19.4 s -> 16.0 s on SedonaDB; two interleaved
-runs each, load 0.9-1.8): DuckDB tests each pair against the region unprepared, and its grouping by point is
-cheaper, so DuckDB groups every point. Multipoints take the plain GROUPING SETS query.
+Otherwise, for single points, only the points that may be in two polygons are grouped one by one: a point in
+polygon i is in another polygon only if it meets ``s``, the union of i's intersections with the polygons it
+meets (computed here in GEOS). The query gives a pair whose point meets its polygon's ``s`` the point's own
+group and puts every other pair in one common group, which is right only if each point in that common group
+has a single pair there. That is checked, not assumed: every point yields at least one pair (the LEFT JOIN),
+so the common group's pairs plus the points grouped alone equal the number of points exactly when no point
+has two pairs in the common group and none is split between the two; the number of points comes from the
+files' footers. A miss (a point the computed ``s`` leaves out by rounding) fails the check and the plain
+GROUPING SETS query runs instead. Measured on 10,000,000 points and bench_vector's 10,000 overlapping zones
+(2,034,849 points in two or more), SedonaDB, the query alone, one quiet run each: 14.5 s grouping every point,
+9.5 s grouping those in a shared region (1.3 s more in GEOS for the regions), 5.2 s for the per-polygon counts
+alone. On DuckDB the same change made whole runs slower (15.8 s -> 19.7 s, against 19.4 s -> 16.0 s on SedonaDB;
+two interleaved runs each, load 0.9-1.8): DuckDB tests each pair against the region unprepared, and its
+grouping by point is cheaper, so DuckDB groups every point. Multipoints take the plain GROUPING SETS query.
+Grouping the points in a shared region by location (x, y) instead of by number was tried (a location's pairs
+over its distinct polygons is its number of points): the query alone took 10.6/11.4 s against 14.0/13.6 s, but
+whole runs 15.9/16.7/16.5 s against 17.2/17.3/16.4 s (interleaved, load 2.0-2.5) with a peak of 1.87 GB against
+1.52 GB, so it was not kept.
 Each query reads the points once: SedonaDB 0.5 loses a geometry column's type when a plan reads the same
 relation twice ("st_setsrid(binary, int64): No kernel").
 """
@@ -91,73 +93,42 @@ def point_flags(geometry: str, valid: str | None = None) -> str:
     )
 
 
-def aggregate_sql(points: str, zones: str) -> str:
-    """The one query. ``points`` has columns id (distinct per point), g, v (the value or null), missing and
-    bad (0/1, see point_flags); ``zones`` has n (the polygon's row, from 0) and g.
+def aggregate_sql(points: str, zones: str, shared: bool = False) -> str:
+    """The one query. ``points`` has columns id (distinct per point, from 0), g, v (the value or null), missing
+    and bad (0/1, see point_flags); ``zones`` has n (the polygon's row, from 0) and g, and with ``shared`` s (the
+    polygon's shared region, null where it meets no other polygon; ``aggregate`` says what it is for).
 
-    In the (polygon) grouping set the point id is null and in the (point) set the polygon row is: point
-    ids are never null, so ``j IS NULL`` tells the two sets apart without GROUPING(), which DataFusion
-    and DuckDB name differently. ``inside`` (the point in the polygon's interior) tells a point inside
+    In the (polygon) grouping set the point key is null and in the (point) set the polygon row is: point keys
+    are never null, so ``j IS NULL`` tells the two sets apart without GROUPING(), which DataFusion and DuckDB
+    name differently. Without ``shared`` each point is its own group; with it, a pair whose point does not meet
+    its polygon's s goes to the one group ``j = -1``, whose rows are counted per pair (``aggregate`` checks
+    that each of its points has one). ``inside`` (the point in the polygon's interior) tells a point inside
     polygons that overlap from one on a boundary they share (points_in_polygons.pair_counts gives the rule).
     """
     key = f"CASE WHEN j IS NULL THEN coalesce(i, {NO_POLYGON}) ELSE {POINT_FACTS} END"
+    j = "CASE WHEN t.s IS NOT NULL AND ST_Intersects(t.s, p.g) THEN p.id ELSE -1 END" if shared else "p.id"
+    lone = "j = -1"
     return (
         "WITH pairs AS ("
-        "SELECT p.id AS j, t.n AS i, p.v AS v, p.missing AS missing, p.bad AS bad, "
+        f"SELECT {j} AS j, t.n AS i, p.v AS v, p.missing AS missing, p.bad AS bad, "
         "CASE WHEN p.v IS NULL THEN 1 ELSE 0 END AS vnull, "
         "CASE WHEN t.n IS NULL THEN false ELSE ST_Contains(t.g, p.g) END AS inside "
         f"FROM {points} AS p LEFT JOIN {zones} AS t ON ST_Intersects(t.g, p.g)"
         "), g AS ("
-        "SELECT i, j, count(i) AS times, bool_or(inside) AS interior, max(missing) AS missing, max(bad) AS bad, "
-        "max(vnull) AS vnull, count(v) AS nv, sum(v) AS sv, min(v) AS mn, max(v) AS mx, avg(v) AS av, "
+        "SELECT i, j, count(*) AS rows, count(i) AS times, bool_or(inside) AS interior, max(missing) AS missing, "
+        "max(bad) AS bad, max(vnull) AS vnull, sum(missing) AS all_missing, sum(bad) AS all_bad, "
+        "sum(vnull) AS all_vnull, count(v) AS nv, sum(v) AS sv, min(v) AS mn, max(v) AS mx, avg(v) AS av, "
         "count(i) FILTER (WHERE v IS NULL) AS nulls "
         "FROM pairs GROUP BY GROUPING SETS ((i), (j))"
         ") "
         f"SELECT {key} AS k, sum(times) AS times, sum(nv) AS nv, sum(sv) AS sv, min(mn) AS mn, max(mx) AS mx, "
-        "max(av) AS av, sum(nulls) AS nulls, count(*) AS points, count(*) FILTER (WHERE times > 0) AS counted, "
-        "count(*) FILTER (WHERE times > 1) AS several, count(*) FILTER (WHERE times > 1 AND interior) AS overlapping, "
-        "sum(missing) AS missing, sum(bad) AS bad, sum(vnull) AS vnull "
-        f"FROM g GROUP BY {key}"
-    )
-
-
-def shared_aggregate_sql(points: str, zones: str) -> str:
-    """aggregate_sql's answer with only the points in a shared region grouped, for single points: ``zones`` has s
-    too (the polygon's shared region, null where it meets no other polygon; ``aggregate`` says what it is for).
-
-    A pair whose point does not meet its polygon's s is ``lone``: all of them form one group, counted per pair
-    (``aggregate`` checks that each of its points has one pair). The other pairs are grouped by their point's
-    location (x, y): points at one location lie in the same polygons, so a location's pairs divided by its
-    distinct polygons (``m``) is how many points lie there, and each point's flags count ``m`` times. Grouping by
-    location rather than by a row number spares the numbering, which runs in one thread: on 10,000,000 points,
-    SedonaDB, the query took 10.6/11.4 s against 14.0/13.6 s (interleaved). ST_X and ST_Y are asked of every
-    pair (the engine evaluates both branches of a CASE), which single points allow.
-    """
-    key = f"CASE WHEN lone IS NULL THEN coalesce(i, {NO_POLYGON}) ELSE {POINT_FACTS} END"
-    per_point = "(CASE WHEN m = 0 THEN 1 ELSE m END)"  # m is 0 only in groups no point reaches here
-    return (
-        "WITH pairs AS ("
-        "SELECT CASE WHEN t.s IS NOT NULL AND ST_Intersects(t.s, p.g) THEN false ELSE true END AS lone, t.n AS i, "
-        "p.g AS pg, p.v AS v, p.missing AS missing, p.bad AS bad, CASE WHEN p.v IS NULL THEN 1 ELSE 0 END AS vnull, "
-        "CASE WHEN t.n IS NULL THEN false ELSE ST_Contains(t.g, p.g) END AS inside "
-        f"FROM {points} AS p LEFT JOIN {zones} AS t ON ST_Intersects(t.g, p.g)"
-        "), located AS ("
-        "SELECT lone, i, CASE WHEN lone THEN NULL ELSE ST_X(pg) END AS x, CASE WHEN lone THEN NULL ELSE ST_Y(pg) END "
-        "AS y, v, missing, bad, vnull, inside FROM pairs"
-        "), g AS ("
-        "SELECT i, lone, x, y, count(*) AS rows, count(i) AS times, count(DISTINCT i) AS m, "
-        "bool_or(inside) AS interior, sum(missing) AS missing, sum(bad) AS bad, sum(vnull) AS vnull, count(v) AS nv, "
-        "sum(v) AS sv, min(v) AS mn, max(v) AS mx, avg(v) AS av, count(i) FILTER (WHERE v IS NULL) AS nulls "
-        "FROM located GROUP BY GROUPING SETS ((i), (lone, x, y))"
-        ") "
-        f"SELECT {key} AS k, sum(times) AS times, sum(nv) AS nv, sum(sv) AS sv, min(mn) AS mn, max(mx) AS mx, "
-        f"max(av) AS av, sum(nulls) AS nulls, sum(CASE WHEN lone THEN rows ELSE rows / {per_point} END) AS points, "
-        f"sum(CASE WHEN lone THEN times ELSE rows / {per_point} END) AS counted, "
-        f"sum(CASE WHEN NOT lone AND m > 1 THEN rows / {per_point} ELSE 0 END) AS several, "
-        f"sum(CASE WHEN NOT lone AND m > 1 AND interior THEN rows / {per_point} ELSE 0 END) AS overlapping, "
-        f"sum(CASE WHEN lone THEN missing ELSE missing / {per_point} END) AS missing, "
-        f"sum(CASE WHEN lone THEN bad ELSE bad / {per_point} END) AS bad, "
-        f"sum(CASE WHEN lone THEN vnull ELSE vnull / {per_point} END) AS vnull "
+        f"max(av) AS av, sum(nulls) AS nulls, sum(CASE WHEN {lone} THEN rows ELSE 1 END) AS points, "
+        f"sum(CASE WHEN {lone} THEN times WHEN times > 0 THEN 1 ELSE 0 END) AS counted, "
+        f"count(*) FILTER (WHERE NOT {lone} AND times > 1) AS several, "
+        f"count(*) FILTER (WHERE NOT {lone} AND times > 1 AND interior) AS overlapping, "
+        f"sum(CASE WHEN {lone} THEN all_missing ELSE missing END) AS missing, "
+        f"sum(CASE WHEN {lone} THEN all_bad ELSE bad END) AS bad, "
+        f"sum(CASE WHEN {lone} THEN all_vnull ELSE vnull END) AS vnull "
         f"FROM g GROUP BY {key}"
     )
 
@@ -270,14 +241,8 @@ def aggregate(
     if not group_shared:
         return read_aggregated(run(aggregate_sql(points, register(None))), count), "grouped"
     zones = register(shared_regions(geoms, left, right))
-    try:
-        found: Aggregated | None = read_aggregated(run(shared_aggregate_sql(points, zones)), count)
-    except Exception:  # noqa: BLE001 -- the plain grouping below answers, or raises the engine's own error
-        # SedonaDB 0.5 plans this query over a one-row file (or a folder holding one) with the geometry's type
-        # lost ("st_setsrid(binary, int64): No kernel matching arguments"); the numbering of aggregate_sql's
-        # points avoids it.
-        found = None
-    if found is not None and found.facts.rows == rows:
+    found = read_aggregated(run(aggregate_sql(points, zones, shared=True)), count)
+    if found.facts.rows == rows:
         return found, "shared"
     return read_aggregated(run(aggregate_sql(points, zones)), count), "grouped"
 
