@@ -234,7 +234,7 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
                 scan,
                 polygons.geometry,
                 sql.single_points(ctx.inputs["points_path"].geometry_types),
-                sql.file_rows(path),
+                ctx.inputs["points_path"].feature_count,
                 group_shared=True,
             )
     finally:

@@ -121,7 +121,7 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
                 scan,
                 polygons.geometry,
                 sql.single_points(ctx.inputs["points_path"].geometry_types),
-                sql.file_rows(path),
+                ctx.inputs["points_path"].feature_count,
                 group_shared=False,
             )
     finally:

@@ -27,23 +27,22 @@ With none, no point is in two polygons, the per-polygon rows are the whole answe
 counts the points' facts.
 
 Otherwise, for single points, only the points that may be in two polygons are grouped one by one: a point in
-polygon i is in another polygon only if it meets ``s``, the union of i's intersections with the polygons it
-meets (computed here in GEOS). The query gives a pair whose point meets its polygon's ``s`` the point's own
-group and puts every other pair in one common group, which is right only if each point in that common group
-has a single pair there. That is checked, not assumed: every point yields at least one pair (the LEFT JOIN),
-so the common group's pairs plus the points grouped alone equal the number of points exactly when no point
-has two pairs in the common group and none is split between the two; the number of points comes from the
-files' footers. A miss (a point the computed ``s`` leaves out by rounding) fails the check and the plain
-GROUPING SETS query runs instead. Measured on 10,000,000 points and bench_vector's 10,000 overlapping zones
-(2,034,849 points in two or more), SedonaDB, the query alone, one quiet run each: 14.5 s grouping every point,
-9.5 s grouping those in a shared region (1.3 s more in GEOS for the regions), 5.2 s for the per-polygon counts
-alone. On DuckDB the same change made whole runs slower (15.8 s -> 19.7 s, against 19.4 s -> 16.0 s on SedonaDB;
-two interleaved runs each, load 0.9-1.8): DuckDB tests each pair against the region unprepared, and its
-grouping by point is cheaper, so DuckDB groups every point. Multipoints take the plain GROUPING SETS query.
-Grouping the points in a shared region by location (x, y) instead of by number was tried (a location's pairs
-over its distinct polygons is its number of points): the query alone took 10.6/11.4 s against 14.0/13.6 s, but
-whole runs 15.9/16.7/16.5 s against 17.2/17.3/16.4 s (interleaved, load 2.0-2.5) with a peak of 1.87 GB against
-1.52 GB, so it was not kept.
+polygon i is in another polygon only if it meets ``s``, the union of i's intersections with the polygons it meets
+(computed here in GEOS). The query gives a pair whose point meets its polygon's ``s`` the point's own group and
+puts every other pair in one common group, which is right only if each point in that common group has a single pair
+there. That is checked, not assumed: every point yields at least one pair (the LEFT JOIN), so the common group's
+pairs plus the points grouped alone equal the number of points exactly when no point has two pairs in the common
+group and none is split between the two; the number of points is the files' footers' count, as the header read took
+it. A miss (a point the computed ``s`` leaves out by rounding) fails the check and the plain GROUPING SETS query
+runs instead. Measured on 10,000,000 points and bench_vector's 10,000 overlapping zones (2,034,849 points in two or
+more), SedonaDB, the query alone, one quiet run each: 14.5 s grouping every point, 9.5 s grouping those in a shared
+region (1.3 s more in GEOS for the regions), 5.2 s for the per-polygon counts alone. On DuckDB the same change made
+whole runs slower (15.8 s -> 19.7 s, against 19.4 s -> 16.0 s on SedonaDB; two interleaved runs each, load
+0.9-1.8): DuckDB tests each pair against the region unprepared, and its grouping by point is cheaper, so DuckDB
+groups every point. Multipoints take the plain GROUPING SETS query. Grouping the points in a shared region by
+location (x, y) instead of by number was tried (a location's pairs over its distinct polygons is its number of
+points): the query alone took 10.6/11.4 s against 14.0/13.6 s, but whole runs 15.9/16.7/16.5 s against
+17.2/17.3/16.4 s (interleaved, load 2.0-2.5) with a peak of 1.87 GB against 1.52 GB, so it was not kept.
 Each query reads the points once: SedonaDB 0.5 loses a geometry column's type when a plan reads the same
 relation twice ("st_setsrid(binary, int64): No kernel").
 """
@@ -93,8 +92,8 @@ def point_flags(geometry: str, valid: str | None = None) -> str:
     )
 
 
-def aggregate_sql(points: str, zones: str, shared: bool = False) -> str:
-    """The one query. ``points`` has columns id (distinct per point, from 0), g, v (the value or null), missing
+def aggregate_sql(points_relation: str, zones: str, shared: bool = False) -> str:
+    """The one query. ``points_relation`` has columns id (distinct per point, from 0), g, v (the value or null), missing
     and bad (0/1, see point_flags); ``zones`` has n (the polygon's row, from 0) and g, and with ``shared`` s (the
     polygon's shared region, null where it meets no other polygon; ``aggregate`` says what it is for).
 
@@ -106,29 +105,39 @@ def aggregate_sql(points: str, zones: str, shared: bool = False) -> str:
     polygons that overlap from one on a boundary they share (points_in_polygons.pair_counts gives the rule).
     """
     key = f"CASE WHEN j IS NULL THEN coalesce(i, {NO_POLYGON}) ELSE {POINT_FACTS} END"
-    j = "CASE WHEN t.s IS NOT NULL AND ST_Intersects(t.s, p.g) THEN p.id ELSE -1 END" if shared else "p.id"
-    lone = "j = -1"
+    if shared:  # the one group j = -1 counts its rows, not its groups
+        j = "CASE WHEN t.s IS NOT NULL AND ST_Intersects(t.s, p.g) THEN p.id ELSE -1 END"
+        per_pair = "count(*) AS rows, sum(missing) AS all_missing, sum(bad) AS all_bad, sum(vnull) AS all_vnull, "
+        points = (
+            "sum(CASE WHEN j = -1 THEN rows ELSE 1 END) AS points, "
+            "sum(CASE WHEN j = -1 THEN times WHEN times > 0 THEN 1 ELSE 0 END) AS counted, "
+            "count(*) FILTER (WHERE j <> -1 AND times > 1) AS several, "
+            "count(*) FILTER (WHERE j <> -1 AND times > 1 AND interior) AS overlapping, "
+            "sum(CASE WHEN j = -1 THEN all_missing ELSE missing END) AS missing, "
+            "sum(CASE WHEN j = -1 THEN all_bad ELSE bad END) AS bad, "
+            "sum(CASE WHEN j = -1 THEN all_vnull ELSE vnull END) AS vnull "
+        )
+    else:
+        j, per_pair = "p.id", ""
+        points = (
+            "count(*) AS points, count(*) FILTER (WHERE times > 0) AS counted, "
+            "count(*) FILTER (WHERE times > 1) AS several, count(*) FILTER (WHERE times > 1 AND interior) AS "
+            "overlapping, sum(missing) AS missing, sum(bad) AS bad, sum(vnull) AS vnull "
+        )
     return (
         "WITH pairs AS ("
         f"SELECT {j} AS j, t.n AS i, p.v AS v, p.missing AS missing, p.bad AS bad, "
         "CASE WHEN p.v IS NULL THEN 1 ELSE 0 END AS vnull, "
         "CASE WHEN t.n IS NULL THEN false ELSE ST_Contains(t.g, p.g) END AS inside "
-        f"FROM {points} AS p LEFT JOIN {zones} AS t ON ST_Intersects(t.g, p.g)"
+        f"FROM {points_relation} AS p LEFT JOIN {zones} AS t ON ST_Intersects(t.g, p.g)"
         "), g AS ("
-        "SELECT i, j, count(*) AS rows, count(i) AS times, bool_or(inside) AS interior, max(missing) AS missing, "
-        "max(bad) AS bad, max(vnull) AS vnull, sum(missing) AS all_missing, sum(bad) AS all_bad, "
-        "sum(vnull) AS all_vnull, count(v) AS nv, sum(v) AS sv, min(v) AS mn, max(v) AS mx, avg(v) AS av, "
-        "count(i) FILTER (WHERE v IS NULL) AS nulls "
+        f"SELECT i, j, {per_pair}count(i) AS times, bool_or(inside) AS interior, max(missing) AS missing, "
+        "max(bad) AS bad, max(vnull) AS vnull, count(v) AS nv, sum(v) AS sv, min(v) AS mn, max(v) AS mx, "
+        "avg(v) AS av, count(i) FILTER (WHERE v IS NULL) AS nulls "
         "FROM pairs GROUP BY GROUPING SETS ((i), (j))"
         ") "
         f"SELECT {key} AS k, sum(times) AS times, sum(nv) AS nv, sum(sv) AS sv, min(mn) AS mn, max(mx) AS mx, "
-        f"max(av) AS av, sum(nulls) AS nulls, sum(CASE WHEN {lone} THEN rows ELSE 1 END) AS points, "
-        f"sum(CASE WHEN {lone} THEN times WHEN times > 0 THEN 1 ELSE 0 END) AS counted, "
-        f"count(*) FILTER (WHERE NOT {lone} AND times > 1) AS several, "
-        f"count(*) FILTER (WHERE NOT {lone} AND times > 1 AND interior) AS overlapping, "
-        f"sum(CASE WHEN {lone} THEN all_missing ELSE missing END) AS missing, "
-        f"sum(CASE WHEN {lone} THEN all_bad ELSE bad END) AS bad, "
-        f"sum(CASE WHEN {lone} THEN all_vnull ELSE vnull END) AS vnull "
+        f"max(av) AS av, sum(nulls) AS nulls, {points}"
         f"FROM g GROUP BY {key}"
     )
 
@@ -193,15 +202,6 @@ def single_points(geometry_types: Any) -> bool:
     return bool(types) and all(str(t).split(" ")[0] == "Point" for t in types)
 
 
-def file_rows(path: Path) -> int:
-    """The number of rows of points_path's GeoParquet file or parts, from their footers."""
-    import pyarrow.parquet as pq
-
-    from mapsmith import parts
-
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in parts.dataset_files(path))
-
-
 def aggregate(
     run: Callable[[str], Any],
     points: str,
@@ -210,7 +210,7 @@ def aggregate(
     scan: str,
     polygons: Any,
     points_are_single: bool,
-    rows: int,
+    rows: int | None,
     group_shared: bool,
 ) -> tuple[Aggregated, str]:
     """The aggregate of ``polygons`` (a GeoSeries, the zones' rows) and how it was found: "plain" (two plain
@@ -219,7 +219,8 @@ def aggregate(
     ``points`` is aggregate_sql's points relation, ``light`` the points as g and v, ``register`` makes the
     polygons a relation (n, g, and s from the regions given: shared_regions) and returns its name, ``scan`` is
     points_scan_sql's query; ``points_are_single``: single_points of the points layer's types; ``rows``: the
-    number of points (file_rows); ``group_shared``: whether the engine takes the "shared" path (faster on
+    number of points, as points_path's header read counted them from its footers (None: unknown, and no
+    "shared" path); ``group_shared``: whether the engine takes the "shared" path (faster on
     SedonaDB, slower on DuckDB: see the module's docstring)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -228,8 +229,10 @@ def aggregate(
     if not points_are_single:
         return read_aggregated(run(aggregate_sql(points, register(None))), count), "grouped"
     geoms, left, right = pairs = meeting_pairs(polygons.values)
+    zones = None
     if interiors_disjoint(geoms, pairs):
-        found = run(polygon_rows_sql(light, register(None)))
+        zones = register(None)
+        found = run(polygon_rows_sql(light, zones))
         if pc.sum(found.column("edge")).as_py() in (None, 0):
             facts = read_point_facts(run(scan), count).facts
             counted = pc.sum(found.column("times")).as_py() or 0  # each counted point in exactly one polygon
@@ -238,12 +241,12 @@ def aggregate(
             facts_row |= {"several": [0], "overlapping": [0]}
             table = pa.concat_tables([found.drop_columns(["edge"]), pa.table(facts_row)], promote_options="permissive")
             return read_aggregated(table, count), "plain"
-    if not group_shared:
-        return read_aggregated(run(aggregate_sql(points, register(None))), count), "grouped"
+    if not group_shared or rows is None:
+        return read_aggregated(run(aggregate_sql(points, zones or register(None))), count), "grouped"
     zones = register(shared_regions(geoms, left, right))
-    found = read_aggregated(run(aggregate_sql(points, zones, shared=True)), count)
-    if found.facts.rows == rows:
-        return found, "shared"
+    found_shared = read_aggregated(run(aggregate_sql(points, zones, shared=True)), count)
+    if found_shared.facts.rows == rows:
+        return found_shared, "shared"
     return read_aggregated(run(aggregate_sql(points, zones)), count), "grouped"
 
 
