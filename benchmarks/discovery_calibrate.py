@@ -25,7 +25,9 @@ support signals (``support.Signals``) of the calibration half's requests and the
 method on standardised signals with an L2 penalty of ``WEAK_L2`` (the weights are then folded back to raw units).
 Written here with numpy rather than taken from scikit-learn: six weights by Newton's method are a dozen lines, and
 the project would otherwise gain a dependency for one calibration script. It prints the weights and, on each half,
-how many answerable and unanswerable requests score above 0 (answered ``unsure`` when otherwise ranked).
+how many answerable and unanswerable requests score above 0 (answered ``unsure`` when nothing about the caller's
+data is declared) and above ``support.WEAK_DECLARED_MIN``, the cut it also prints (answered ``unsure`` with such a
+fact declared: the smallest two-decimal cut above every calibration-half answerable request and contract example).
 
 ``--fusion`` counts found@1 over the rows nothing / + wanted output / + geometry type of the page, over the
 built-in catalogue and with QGIS's algorithms (``tests/data/qgis_algorithms.json``), for lexical alone and
@@ -225,7 +227,12 @@ def fit_logistic(x: Any, y: Any, l2: float = WEAK_L2) -> tuple[list[float], floa
     return [float(v) for v in raw], float(w[-1] - (raw * mean).sum())
 
 
-def calibrate_weak(path: Path = QUERIES, app: Any = None) -> tuple[dict[str, float], float, dict[str, str]]:
+def calibrate_weak(path: Path = QUERIES, app: Any = None) -> tuple[dict[str, float], float, float, dict[str, str]]:
+    """The weights and bias of the weak-support score, the cut it must clear when a fact about the caller's data is
+    declared (``support.WEAK_DECLARED_MIN``: the smallest two-decimal cut above the score of every answerable
+    request of the calibration half and every contract example), and what they reach on each half."""
+    import math
+
     import numpy as np
 
     from mapsmith.catalog.support import SIGNAL_NAMES
@@ -235,8 +242,16 @@ def calibrate_weak(path: Path = QUERIES, app: Any = None) -> tuple[dict[str, flo
     cal = [r for r in rows if r[2]]
     weights, bias = fit_logistic(np.array([r[0] for r in cal]), np.array([r[1] for r in cal], dtype=float))
 
+    def score(r: tuple[tuple[float, ...], int, bool]) -> float:
+        return bias + sum(w * v for w, v in zip(weights, r[0], strict=True))
+
     def above(r: tuple[tuple[float, ...], int, bool]) -> bool:
-        return bias + sum(w * v for w, v in zip(weights, r[0], strict=True)) > 0
+        return score(r) > 0
+
+    n_answerable = len(data["requests"])
+    examples = rows[n_answerable + len(data["unanswerable"]) :]
+    answerable_cal = [r for r in rows[:n_answerable] if r[2]] + examples
+    declared_min = math.floor(max(map(score, answerable_cal)) * 100 + 1) / 100
 
     report = {}
     for label, side in (("calibration half", True), ("held-out half", False)):
@@ -245,12 +260,14 @@ def calibrate_weak(path: Path = QUERIES, app: Any = None) -> tuple[dict[str, flo
         ans = [r for r in side_rows if r[1] == 0]
         off = [r for r in side_rows if r[1] == 1]
         report[label] = (
-            f"answerable scoring above 0 {sum(map(above, ans))}/{len(ans)}; "
-            f"unanswerable {sum(map(above, off))}/{len(off)}"
+            f"answerable scoring above 0 {sum(map(above, ans))}/{len(ans)}, above {declared_min} "
+            f"{sum(score(r) > declared_min for r in ans)}/{len(ans)}; unanswerable above 0 "
+            f"{sum(map(above, off))}/{len(off)}, above {declared_min} {sum(score(r) > declared_min for r in off)}"
+            f"/{len(off)}"
         )
-    examples = rows[len(data["requests"]) + len(data["unanswerable"]) :]
     report["contract examples"] = f"scoring above 0 {sum(map(above, examples))}/{len(examples)}"
-    return dict(zip(SIGNAL_NAMES, (round(w, 6) for w in weights), strict=True)), round(bias, 6), report
+    weights_out = dict(zip(SIGNAL_NAMES, (round(w, 6) for w in weights), strict=True))
+    return weights_out, round(bias, 6), declared_min, report
 
 
 FUSION_KS = (5, 20, 60)
@@ -304,9 +321,10 @@ def main(argv: list[str] | None = None) -> int:
         fusion_grid()
         return 0
     if "--weak" in args:
-        weights, bias, report = calibrate_weak()
+        weights, bias, declared_min, report = calibrate_weak()
         print(f"WEAK_WEIGHTS = {weights!r}")
         print(f"WEAK_BIAS = {bias}")
+        print(f"WEAK_DECLARED_MIN = {declared_min}")
         for label, line in report.items():
             print(f"{label}: {line}")
         return 0

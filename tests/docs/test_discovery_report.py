@@ -277,22 +277,38 @@ def test_the_latency_section_renders_the_recorded_measurement(tmp_path: Path, re
     assert "is missing" in "\n".join(report._latency_section(tmp_path / "absent.json"))
 
 
-def test_the_blind_set_is_well_formed_and_on_the_page(rendered: str) -> None:
-    """tests/data/discovery_blind.json: 40 + 40 requests with unique ids, accepted operations that exist, the
-    main file's scopes; none of its requests is also in the main query file (it would not be blind)."""
-    blind = json.loads((REPO / "tests" / "data" / "discovery_blind.json").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("name", ["discovery_blind.json", "discovery_blind2.json"])
+def test_the_blind_sets_are_well_formed_and_on_the_page(rendered: str, name: str) -> None:
+    """tests/data/discovery_blind*.json: 40 + 40 requests with unique ids, accepted operations that exist, the
+    main file's scopes; none of its requests is also in the main query file or another set (it would not be
+    blind); declared facets, where a set has them, are values discover accepts."""
+    from mapsmith.catalog.facets import normalise_filter
+
+    data = REPO / "tests" / "data"
+    blind = json.loads((data / name).read_text(encoding="utf-8"))
     main = json.loads(QUERIES.read_text(encoding="utf-8"))
     contracts = load_builtin_contracts()
     ids = [r["id"] for r in blind["requests"] + blind["unanswerable"]]
     assert len(ids) == len(set(ids)) == 80
     assert all(set(r["accept"]) <= set(contracts) and r["accept"] for r in blind["requests"])
     assert {r["scope"] for r in blind["unanswerable"]} <= {r["scope"] for r in main["unanswerable"]}
-    seen = {r["request"].casefold() for r in main["requests"] + main["unanswerable"]}
+    others = [json.loads(p.read_text(encoding="utf-8")) for p in data.glob("discovery_blind*.json") if p.name != name]
+    seen = {r["request"].casefold() for d in [main, *others] for r in d["requests"] + d["unanswerable"]}
     assert not [r["request"] for r in blind["requests"] + blind["unanswerable"] if r["request"].casefold() in seen]
-    assert "## Requests nobody tuned for" in rendered
+    assert not set(ids) & {r["id"] for d in others for r in d["requests"] + d["unanswerable"]}
+    for r in blind["requests"] + blind["unanswerable"]:
+        if "facets" in r:
+            assert set(r["facets"]) == {"input_kind", "produces", "dataset_count", "geometry_types"}
+            normalise_filter(**{k: v for k, v in r["facets"].items() if v is not None})  # raises when refused
+    assert "## Requests nobody tuned for" in rendered and f"`tests/data/{name}` holds 40 answerable" in rendered
     # its history: earlier measurements as recorded, the last entry is the table on the page, and a request read
     # before a catalogue change is one of the set's own
     history = blind["history"]
     assert [entry["measured"] is None for entry in history] == [False] * (len(history) - 1) + [True]
     assert {i for entry in history for i in entry["read"]} <= set(ids)
-    assert "- Measured on 09d311f: built-in: found@1 22, found@3 33, refused 36;" in rendered
+    first = {
+        "discovery_blind.json": "- Measured on 09d311f: built-in: found@1 22, found@3 33, refused 36;",
+        "discovery_blind2.json": "- Measured on 3d32bed: built-in, nothing declared: found@1 18, found@3 29, "
+        "refused 31;",
+    }[name]
+    assert first in rendered

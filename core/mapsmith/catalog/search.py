@@ -42,6 +42,7 @@ from mapsmith.catalog.pairs import own_first, same_job_as, stack_of
 from mapsmith.catalog.scope import OutOfScope, by_name, scope_documents
 from mapsmith.catalog.support import (
     NOT_A_MATCH_SHOWN,
+    WEAK_DECLARED_MIN,
     Signals,
     coverage,
     entry_vocabulary,
@@ -307,8 +308,9 @@ def discover(
     each would leave if dropped), ``relaxed`` (``produces`` alone emptied what the other
     facets leave: those are answered, ``relaxed`` names the facet and each candidate says what it
     ``produces``), ``unsure`` (the lexical and vector rankers disagree, or the request is thinly supported
-    (``support.weak_support``) and declares no fact about the caller's data, marked ``support: "weak"``; a
-    declared fact keeps the status and adds the mark and a note): ``guesses`` shows both rankers' first three,
+    (``support.weak_support`` above 0, or above ``support.WEAK_DECLARED_MIN`` when a fact about the caller's data
+    is declared), marked ``support: "weak"``; a weaker doubt keeps the status and adds the mark and a note):
+    ``guesses`` shows both rankers' first three,
     ``question`` asks what data the caller has, and the first 30 are delivered with each ranker's own
     first 10 added), ``choose`` (at most 30 remain: every one, ordered) or
     ``ranked`` (the top ``limit``, and ``more`` says how many remain beyond them; ``limit=None``
@@ -368,7 +370,8 @@ def discover(
     scores = dict.fromkeys(names, 0.0)
     guesses: dict[str, list[str]] | None = None
     unsupported = False
-    weak = False  # thinly supported (support.weak_support): a ranked list is answered unsure
+    weak = False  # thinly supported (support.weak_support): marked support "weak"
+    doubt = False  # so thinly that a list is answered unsure (WEAK_DECLARED_MIN with a declared fact)
     task: OutOfScope | None = None
     all_names = list(idx.contracts)
     lexical_scores: dict[str, float] = {}
@@ -384,7 +387,10 @@ def discover(
             task = _out_of_scope(idx, query, vector_full)
             unsupported = task is not None
             signals = own_signals(idx, query, vector_full)
-            weak = signals is not None and weak_support(signals) > 0
+            weak_score = weak_support(signals) if signals is not None else -math.inf
+            weak = weak_score > 0
+            # a declared fact about the caller's data is evidence the score never saw: it must be far stronger
+            doubt = weak and (not _declares_data(facet_filter) or weak_score > WEAK_DECLARED_MIN)
         if unsupported and not names:
             names = all_names  # the nearest entries are shown as "not a match" even when facets left none
         lexical_scores = _rank(idx.lexical, query, names)
@@ -425,12 +431,12 @@ def discover(
         status = "relaxed"
     elif guesses is not None:
         status = "unsure"
-    elif len(remaining) <= CHOOSE_LIMIT:
-        status = "choose"
-    elif weak and vector_scores is not None and not _declares_data(facet_filter):
-        # little of the request is known to the catalogue: the ranked list is a guess, shown as one
+    elif doubt and vector_scores is not None:
+        # little of the request is known to the catalogue: the list is a guess, shown as one
         status = "unsure"
         guesses = {"lexical": _top(lexical_scores, UNSURE_TOP), "vector": _top(vector_scores, UNSURE_TOP)}
+    elif len(remaining) <= CHOOSE_LIMIT:
+        status = "choose"
     else:
         status = "ranked"
     if weak and status not in ("none", "empty"):  # an empty answer has no candidate to doubt
@@ -567,12 +573,17 @@ def _explain(
         )
     if status == "unsure" and answer.get("support") == "weak":
         assert guesses is not None
+        narrow = (
+            "or declare input_kind and produces to narrow, then search again"
+            if not _declares_data(facet_filter)
+            else "and search again"
+        )
         return (
             "unsure: little of this request is known to the catalogue, so the order below is a guess (the lexical "
             f"ranker guesses {', '.join(guesses['lexical'])}, the vector ranker {', '.join(guesses['vector'])}); "
             "it may be a task MapSmith does not offer",
             "if one of these fits, call describe_operation on it; otherwise rephrase in GIS terms (the data you hold "
-            "and the result you want) or declare input_kind and produces to narrow, then search again",
+            f"and the result you want) {narrow}",
         )
     if status == "unsure":
         assert guesses is not None
@@ -612,9 +623,11 @@ def _declares_data(facet_filter: FacetFilter) -> bool:
     """Whether the caller declared a fact about its data (every facet but the ``produces`` wish and category).
 
     The weak-support score was fitted on request texts alone; a declared fact is evidence it never saw (the caller
-    holds data of that kind and asks within it), so with one the weak score adds a note, not the ``unsure`` status.
-    Measured with QGIS's algorithms in and every facet declared: the score turned 6 of the 206 answerable requests
-    unsure (11 in all, 5.3 %, against the goal of under 5 %), each listing the right operation."""
+    holds data of that kind and asks within it), so with one a score above 0 adds a note, and only a score above
+    ``support.WEAK_DECLARED_MIN`` (above every answerable text of the calibration half) answers ``unsure``.
+    Measured before that cut, with QGIS's algorithms in and every facet declared: a score above 0 turned 6 of the
+    206 answerable requests unsure (11 in all, 5.3 %, against the goal of under 5 %), each listing the right
+    operation."""
     return any(
         value is not None
         for value in (
