@@ -402,3 +402,45 @@ def test_points_whose_header_read_counted_validity_are_not_scanned_again(
     _same_rows(_table(workspace / "s.parquet"), _table(workspace / "r.parquet"))
     assert ours.answer == theirs.answer
     assert manifest(workspace / "s.parquet")["verification"] == manifest(workspace / "r.parquet")["verification"]
+
+
+@pytest.mark.parametrize("points", [["P1"], ["P1", "P1"]], ids=["one row", "the same point twice"])
+def test_a_file_whose_geometries_are_all_the_same_is_joined_on_sedonadb(
+    make_app: Callable[..., Any], workspace: Path, points: list[str]
+) -> None:
+    """Trap: P1 (50,50) alone in its file, or twice: the geometry column's Parquet statistics give one value, which
+    SedonaDB 0.5 folds into a constant of no geometry type ("st_isempty(binary): No kernel matching arguments",
+    ENGINE_FAILED before). Read with the statistics off, it is joined: each P1 row meets Z1 only, as GeoPandas says."""
+    write_zones(workspace / "zones.parquet")
+    write_layer(workspace / "points.parquet", [Point(g(50, 50))] * len(points), UTM, pid=points, v=[1.0] * len(points))
+    result = _run(make_app, {**JOIN, "how": "left"}, "s.parquet", **SEDONA_ENV)
+    assert manifest(workspace / "s.parquet")["x-mapsmith:engine_choice"]["engine"] == "sedonadb"
+    out = _table(workspace / "s.parquet")
+    assert _pairs(out) == [("P1", "Z1")] * len(points)
+    reference = _run(make_app, {**JOIN, "how": "left"}, "r.parquet")
+    assert reference.engine["name"] == "geopandas"
+    _same_rows(out, _table(workspace / "r.parquet"))
+    assert result.answer == reference.answer
+
+
+def test_constant_geometry_reads_the_statistics_by_hand(workspace: Path) -> None:
+    """One row, or two equal points: one value. Two points, a file without statistics, or row groups of different
+    points (each constant alone): not. The clean twin of the trap above, two different points, is joined with the
+    statistics on (test_sedonadb_file_to_file_gives_the_hand_answer_and_the_geopandas_rows)."""
+    import geopandas as gpd
+
+    from mapsmith_opensource.sedonadb_ops import constant_geometry
+
+    a, b = Point(g(50, 50)), Point(g(150, 50))
+
+    def written(name: str, geoms: list[Point], **options: Any) -> Path:
+        path = workspace / name
+        gpd.GeoDataFrame({"i": range(len(geoms))}, geometry=geoms, crs=UTM).to_parquet(path, **options)
+        return path
+
+    assert constant_geometry([written("one.parquet", [a])])
+    assert constant_geometry([written("same.parquet", [a, a])])
+    assert not constant_geometry([written("two.parquet", [a, b])])
+    assert not constant_geometry([written("nostats.parquet", [a], write_statistics=False)])
+    assert not constant_geometry([written("groups.parquet", [a, a, b, b], row_group_size=2)])
+    assert constant_geometry([workspace / "two.parquet", workspace / "one.parquet"])  # any one of the files

@@ -40,18 +40,21 @@ None of these modules may import sedonadb when imported (start-up stays fast and
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import mapsmith_sedona
+from mapsmith.crsdeclared import strict_json_loads
 from mapsmith_opensource import engine_memory
 from mapsmith_opensource.common import engine_versions
 from mapsmith_opensource.join_ops import spatial_join as spatial_join_ops
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterator, Mapping, Sequence
 
     import numpy as np
 
@@ -242,6 +245,52 @@ def new_context() -> Any:
     if limit.bytes is not None:
         sd.options.memory_limit = limit.bytes
     return sd
+
+
+# SedonaDB 0.5 (DataFusion) turns a column whose Parquet statistics give the same minimum and maximum into a
+# constant, and a geometry column so folded loses its type: every geometry function then fails ("st_isempty(binary):
+# No kernel matching arguments"). That happens when all of a file's geometries are the same bytes -- a one-row file
+# is the common case. Such a file is read with the statistics off (the setting is taken when the file is read, so
+# only that table goes without them); the lock keeps another run's read out of the window.
+_STATISTICS = "datafusion.execution.collect_statistics"
+_READING = threading.Lock()
+
+
+def constant_geometry(files: Sequence[Path]) -> bool:
+    """Whether the Parquet statistics of any of ``files`` give one value for a GeoParquet geometry column (every
+    row group with statistics, each minimum and maximum the same bytes): the files SedonaDB 0.5 mistypes."""
+    import pyarrow.parquet as pq
+
+    for file in files:
+        meta = pq.read_metadata(file)
+        geo = strict_json_loads((meta.metadata or {}).get(b"geo", b"{}") or b"{}")
+        names = set(geo.get("columns") or ())
+        for column in range(meta.num_columns):
+            if meta.schema.column(column).path not in names or not meta.num_row_groups:
+                continue
+            values = set()
+            for group in range(meta.num_row_groups):
+                stats = meta.row_group(group).column(column).statistics
+                if stats is None or not stats.has_min_max:
+                    values = {None, b""}  # a row group without statistics: nothing to fold
+                    break
+                values |= {stats.min, stats.max}
+            if len(values) == 1:
+                return True
+    return False
+
+
+def read_parquet(sd: Any, files: Sequence[Path], **options: Any) -> Any:
+    """``sd.read_parquet`` over ``files``, with the statistics off for a file ``constant_geometry`` finds."""
+    names = [str(f) for f in files]
+    if not constant_geometry(files):
+        return sd.read_parquet(names, **options)
+    with _READING:
+        sd.sql(f"SET {_STATISTICS} = false").execute()
+        try:
+            return sd.read_parquet(names, **options)
+        finally:
+            sd.sql(f"SET {_STATISTICS} = true").execute()
 
 
 @cache

@@ -30,6 +30,7 @@ from mapsmith_opensource.sedonadb_ops import (
     _points_file_problem,
     _set_engine,
     _table,
+    read_parquet,
 )
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ def _direct_points_in_polygons(
     g = _quote(geometry)
     value, weight = _as_double(value_field), _as_double(weight_field)
     try:
-        sd.read_parquet([str(f) for f in parts.dataset_files(path)]).to_view(points)
+        read_parquet(sd, parts.dataset_files(path)).to_view(points)
         facts = sql.read_point_facts(
             sd.sql(sql.points_scan_sql(points, g, value, kept=sql.kept_point_facts(path))).to_arrow_table(), 0
         ).facts
@@ -214,7 +215,7 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
         f"{sql.point_flags(g, sql.kept_valid(kept))} FROM {points})"
     )
     try:
-        sd.read_parquet([str(f) for f in parts.dataset_files(path)]).to_view(points)
+        read_parquet(sd, parts.dataset_files(path)).to_view(points)
         if len(polygons) == 0:  # nothing to match (and SedonaDB cannot type an empty WKB column)
             scan = sql.points_scan_sql(points, g, sql.as_double(value_field), kept=kept)
             found = sql.read_point_facts(sd.sql(scan).to_arrow_table(), 0)

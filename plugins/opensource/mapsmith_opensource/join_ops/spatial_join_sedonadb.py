@@ -279,7 +279,7 @@ def _file_to_file(ctx: RunContext) -> None:
             # Both CRS are equal (eligibility) and SedonaDB compares them by name: both are read without one,
             # and the output's is input_path's as its file gives it (_geo_metadata).
             nocrs = {layer.geometry: {"encoding": "WKB"}}
-            sd.read_parquet(str(layer.path), geometry_columns=nocrs).to_view(views[key])
+            sedonadb_ops.read_parquet(sd, [layer.path], geometry_columns=nocrs).to_view(views[key])
         inspected = _inspect(sd, views, layers)
         files.refuse_invalid_inputs(ctx, {k: v for k, (v, _) in inspected.items()})
         in_facts = inspected["input_path"][1]
