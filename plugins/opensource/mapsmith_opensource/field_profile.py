@@ -22,6 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from mapsmith import parts
 from mapsmith.errors import InputError
 from mapsmith_opensource import io
 
@@ -34,7 +35,9 @@ _BATCH_ROWS = 65_536
 
 def field_profiles(path: Path, layer: str | None) -> list[dict[str, Any]]:
     """One record per attribute field of ``path``/``layer``, in the layer's order."""
-    if io.is_parquet(path):
+    if parts.is_parts_folder(path):
+        types, nested, batches = _parquet_parts(path)
+    elif io.is_parquet(path):
         types, nested, batches = _parquet(path)
     elif io._is_json_array(path):
         types, nested, batches = _table(path)
@@ -124,6 +127,27 @@ def _parquet(path: Path) -> tuple[dict[str, str], dict[str, list[dict[str, str]]
     nested = {f.name: _leaves(f.name, f.type) for f in fields}
     names = list(types)
     return types, nested, (parquet.iter_batches(columns=names, batch_size=_BATCH_ROWS) if names else ())
+
+
+def _parquet_parts(folder: Path) -> tuple[dict[str, str], dict[str, list[dict[str, str]]], Iterable[Any]]:
+    """A folder of GeoParquet parts as one dataset, read in the listing order (parts.part_files). Hive keys are
+    fields, typed as the GeoPandas engine reads the folder (pyarrow's dictionaries, a category in pandas: ``year=2024``
+    is ``dictionary<values=int32, ...>``)."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    files = [str(f) for f in parts.require_parquet_parts(folder)]
+    hive = ds.HivePartitioning.discover(infer_dictionary=True) if parts.hive_columns(folder) else None
+    dataset = ds.dataset(files, format="parquet", partitioning=hive, partition_base_dir=str(folder))
+    geo = json.loads((pq.read_schema(files[0]).metadata or {}).get(b"geo", b"{}") or b"{}")
+    geometry_columns = set((geo.get("columns") or {}).keys())
+    fields = [f for f in dataset.schema if f.name not in geometry_columns]
+    types = {f.name: str(f.type) for f in fields}
+    nested = {f.name: _leaves(f.name, f.type) for f in fields}
+    names = list(types)
+    if not names:
+        return types, nested, ()
+    return types, nested, dataset.to_batches(columns=names, batch_size=_BATCH_ROWS, use_threads=False)
 
 
 def _leaves(prefix: str, arrow_type: Any) -> list[dict[str, str]]:
