@@ -100,9 +100,7 @@ def _stored_type(path: Any, field: str) -> str:
     from mapsmith_opensource import io
 
     if io.is_parquet(path):
-        import pyarrow.parquet as pq
-
-        return str(pq.read_schema(path).field(field).type)
+        return str(io.parquet_schema(path).field(field).type)
     import pyogrio
 
     info = pyogrio.read_info(path)

@@ -133,13 +133,10 @@ def _parquet_parts(folder: Path) -> tuple[dict[str, str], dict[str, list[dict[st
     """A folder of GeoParquet parts as one dataset, read in the listing order (parts.part_files). Hive keys are
     fields, typed as the GeoPandas engine reads the folder (pyarrow's dictionaries, a category in pandas: ``year=2024``
     is ``dictionary<values=int32, ...>``)."""
-    import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    files = [str(f) for f in parts.require_parquet_parts(folder)]
-    hive = ds.HivePartitioning.discover(infer_dictionary=True) if parts.hive_columns(folder) else None
-    dataset = ds.dataset(files, format="parquet", partitioning=hive, partition_base_dir=str(folder))
-    geo = json.loads((pq.read_schema(files[0]).metadata or {}).get(b"geo", b"{}") or b"{}")
+    dataset = io.parquet_dataset(folder)
+    geo = json.loads((pq.read_schema(parts.part_files(folder)[0]).metadata or {}).get(b"geo", b"{}") or b"{}")
     geometry_columns = set((geo.get("columns") or {}).keys())
     fields = [f for f in dataset.schema if f.name not in geometry_columns]
     types = {f.name: str(f.type) for f in fields}

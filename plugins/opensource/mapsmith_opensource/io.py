@@ -42,6 +42,31 @@ def is_parquet(path: Path) -> bool:
     return path.suffix.lower() in (".parquet", ".geoparquet")
 
 
+def parquet_schema(path: Path) -> Any:
+    """The Arrow schema of a GeoParquet file, or of a folder of parts as the GeoPandas engine reads it: the first
+    part's columns, then each hive key, a dictionary (a pandas category) of the type pyarrow infers from its values
+    (``year=2024``: ``dictionary<values=int32, ...>``)."""
+    from mapsmith import parts
+
+    if parts.is_parts_folder(path):
+        return parquet_dataset(path).schema
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(path)
+
+
+def parquet_dataset(folder: Path) -> Any:
+    """A pyarrow dataset over a folder's parts (parts.require_parquet_parts, in listing order), hive keys typed as
+    ``parquet_schema`` says."""
+    import pyarrow.dataset as ds
+
+    from mapsmith import parts
+
+    files = [str(f) for f in parts.require_parquet_parts(folder)]
+    hive = ds.HivePartitioning.discover(infer_dictionary=True) if parts.hive_columns(folder) else None
+    return ds.dataset(files, format="parquet", partitioning=hive, partition_base_dir=str(folder))
+
+
 def is_raster(path: Path) -> bool:
     from mapsmith_opensource.raster_io import is_raster as raster_suffix
 

@@ -75,9 +75,7 @@ def field_families(ctx: RunContext, key: str) -> dict[str, str]:
     path = ctx.paths[key]
     fields = ctx.inputs[key].fields
     if io.is_parquet(path):
-        import pyarrow.parquet as pq
-
-        schema = pq.read_schema(path)
+        schema = io.parquet_schema(path)
         return {n: type_family(str(schema.field(n).type)) for n in fields if n in schema.names}
     import pyogrio
 
