@@ -170,3 +170,26 @@ def test_bad_options_refused(app: Any, workspace: Path) -> None:
         with pytest.raises(MapSmithError) as caught:
             mapview.preview_map(app, ["pts.geojson"], **kwargs)
         assert caught.value.code == "INVALID_ARGUMENT"
+
+
+def test_a_folder_of_parts_a_run_wrote_is_one_verified_layer(app: Any, workspace: Path) -> None:
+    """select_features writes 'sel.parquet/' (a folder of parts, issue 22): the panel draws it as one layer, its
+    count summed over the parts' footers, its manifest's digest checked by the folder listing rule (refused
+    INPUT_IS_DIRECTORY before, whose hint sent the caller to exactly this output). Points 0..6, n >= 4 keeps 3."""
+    from mapsmith import mapview
+
+    _points(workspace / "pts.geojson", 7)
+    app.run("reproject_layer", {"input_path": "pts.geojson", "target_crs": "EPSG:4326", "output_path": "pts.parquet"})
+    app.run("select_features", {"input_path": "pts.parquet", "where": "n >= 4", "output_path": "sel.parquet/"})
+    assert (workspace / "sel.parquet").is_dir()
+    layer = mapview.preview_map(app, ["sel.parquet"])["layers"][0]
+    assert (layer["vector"]["feature_count_total"], layer["vector"]["feature_count_shown"]) == (3, 3)
+    assert sorted(f["properties"]["n"] for f in layer["vector"]["geojson"]["features"]) == [4, 5, 6]
+    assert layer["provenance"]["state"] == "verified"
+    assert layer["provenance"]["operation"] == "select_features"
+    # the clean twin of the refusal it replaced: a folder that is not a dataset is still refused
+    (workspace / "notes").mkdir()
+    (workspace / "notes" / "readme.txt").write_text("x", "utf-8")
+    with pytest.raises(MapSmithError) as refused:
+        mapview.preview_map(app, ["notes"])
+    assert refused.value.code == "INPUT_IS_DIRECTORY"

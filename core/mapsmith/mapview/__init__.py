@@ -116,7 +116,7 @@ def _resolve_inputs(app: MapSmith, paths: Any) -> list[tuple[str, str, Path]]:
             evidence={"argument": "paths", "count": len(paths), "limit": MAX_LAYERS},
             hint="merge layers first (merge_layers) or preview them in several maps",
         )
-    from mapsmith import crsguard
+    from mapsmith import crsguard, parts
 
     out = []
     for index, given in enumerate(paths):
@@ -136,15 +136,18 @@ def _resolve_inputs(app: MapSmith, paths: Any) -> list[tuple[str, str, Path]]:
                 evidence={"argument": key, "path": given},
                 hint="check the path; relative paths are resolved against the workspace",
             )
-        if resolved.is_dir() and not resolved.name.lower().endswith(".gdb"):
+        folder = parts.is_parts_folder(resolved)  # a folder of GeoParquet parts is one dataset
+        if resolved.is_dir() and not folder and not resolved.name.lower().endswith(".gdb"):
             raise InputError(
                 f"{given} is a directory, not a dataset",
                 code="INPUT_IS_DIRECTORY",
                 evidence={"argument": key, "path": given},
-                hint="pass the output_path a MapSmith operation wrote",
+                hint="pass the output_path a MapSmith operation wrote (a folder of parts ends in .parquet)",
             )
-        # As in the runner: the CRS a file declares is checked from its bytes before GDAL opens it.
-        crsguard.check_declared_crs(resolved, argument=key, workspace_root=app.workspace.root)
+        # As in the runner: the CRS a file declares is checked from its bytes before GDAL opens it, each part's
+        # as a file's.
+        for declaring in parts.require_parquet_parts(resolved) if folder else [resolved]:
+            crsguard.check_declared_crs(declaring, argument=key, workspace_root=app.workspace.root)
         out.append((key, given, resolved))
     return out
 

@@ -71,7 +71,9 @@ def vector_layer(path: Path, given: str, max_features: int, simplify_meters: flo
         # GeoParquet through pyarrow (GDAL's Parquet driver is not in every build); the count is in its footer.
         import pyarrow.parquet as pq
 
-        total = pq.ParquetFile(path).metadata.num_rows
+        from mapsmith import parts
+
+        total = sum(pq.read_metadata(f).num_rows for f in parts.dataset_files(path))  # a folder: its parts'
         frame = gpd.read_parquet(path).iloc[:max_features]
     else:
         # The driver the file's extension names and no other (mapsmith.gdalpolicy): never a VRT in disguise
