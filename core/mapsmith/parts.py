@@ -7,6 +7,7 @@ The interface other modules call (signatures are stable):
     part_files(folder: Path) -> list[Path]
     require_parquet_parts(folder: Path) -> list[Path]         # part_files, each checked to start with PAR1
     hive_columns(folder: Path) -> tuple[str, ...]
+    hive_key_types(folder: Path) -> dict[str, str]            # each key's Arrow type, as GeoPandas reads it
     read_glob(folder: Path) -> str                            # '<folder>/**/*.parquet', for readers taking a glob
     duckdb_source(folder: Path) -> str                        # read_parquet([...], hive_partitioning=...) as SQL
     inspect_folder(path: Path, layer: str | None = None, *, validity: bool = False) -> DatasetInfo
@@ -67,6 +68,8 @@ __all__ = [
     "duckdb_row_position",
     "duckdb_source",
     "hive_columns",
+    "hive_key_types",
+    "HIVE_NULL",
     "inspect_folder",
     "is_folder_output",
     "is_parts_folder",
@@ -234,6 +237,39 @@ def hive_columns(folder: Path) -> tuple[str, ...]:
     return _layout(Path(folder), part_members(folder))
 
 
+def hive_key_types(folder: Path) -> dict[str, str]:
+    """Each ``key=value/`` key, in path order, with the Arrow type pyarrow infers from its values and the GeoPandas
+    engine reads it as (``int32`` when every value is a 32-bit integer, else ``string``; ``{}`` for plain parts).
+    The other engines are told these types (``duckdb_source``), so a key is the same field whichever engine runs.
+    pyarrow is asked rather than its rule copied: its parsing of a value (a sign, leading zeros, an escaped
+    character) is the one GeoPandas applies."""
+    import pyarrow.dataset as ds
+
+    keys = hive_columns(folder)
+    if not keys:
+        return {}
+    import pyarrow as pa
+
+    files = [file.as_posix() for file in part_files(folder)]
+    try:
+        hive = ds.HivePartitioning.discover()
+        dataset = ds.dataset(files, format="parquet", partitioning=hive, partition_base_dir=Path(folder).as_posix())
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # a key with no value but nulls has no type to read
+        raise InputError(
+            f"{Path(folder).name}: the partition keys {list(keys)} cannot be typed from the subfolder names: {exc}",
+            code="PARTS_KEYS_UNTYPED",
+            evidence={"dataset": Path(folder).as_posix(), "keys": list(keys), "reason": str(exc)},
+            hint=f"give every key at least one value other than {HIVE_NULL} (rename that subfolder), or move the parts "
+            "out of the key=value/ subfolders",
+        ) from exc
+    return {key: str(dataset.schema.field(key).type) for key in keys}
+
+
+_DUCKDB_KEY_TYPES = {"int32": "INTEGER", "string": "VARCHAR"}
+# The value of a key=value/ subfolder that stands for a null key (Hive's, which pyarrow and DuckDB read as null).
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
 def read_glob(folder: Path) -> str:
     """A glob naming exactly the members (``part_members`` refuses the hidden parts a glob would add)."""
     part_members(folder)
@@ -254,6 +290,10 @@ def duckdb_source(folder: Path, *, row_numbers: bool = False) -> str:
     hive = bool(_layout(Path(folder), members))
     files = ", ".join(_sql_string(file.as_posix()) for _name, file in members)
     extra = ", file_row_number = true" if row_numbers else ""
+    if hive:  # the keys typed as GeoPandas reads them, not as DuckDB would guess (a date, a BIGINT)
+        keys = hive_key_types(folder).items()
+        types = ", ".join(f"{_sql_string(key)}: {_DUCKDB_KEY_TYPES.get(arrow, 'VARCHAR')}" for key, arrow in keys)
+        extra = f", hive_types = {{{types}}}{extra}"
     return f"read_parquet([{files}], hive_partitioning = {'true' if hive else 'false'}{extra})"
 
 
@@ -420,6 +460,17 @@ def inspect_folder(
         elif meta.num_rows:
             need_scan.append(file)
     assert schema is not None
+    if twice := next((key for key in keys if key in schema.names), None):
+        raise InputError(
+            f"{folder.name}: the partition key {twice!r} (its {twice}=value/ subfolders) is also a field of the "
+            "parts; which value a row has would depend on the reader",
+            code="PARTS_KEY_IS_FIELD",
+            evidence={"dataset": folder.as_posix(), "key": twice, "part": members[0][0]},
+            hint=f"rewrite the parts without the field (select_fields with drop_fields={twice!r} on each part), or "
+            "rename the key=value/ subfolders",
+        )
+    if keys:
+        hive_key_types(folder)  # every key can be typed (PARTS_KEYS_UNTYPED), before any engine reads the rows
     fields = tuple(n for n in schema.names if geo_ref is None or n != geo_ref.get("primary_column")) + keys
     if geo_ref is None:
         return DatasetInfo(

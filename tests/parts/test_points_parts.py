@@ -129,20 +129,18 @@ def test_a_value_field_that_is_a_hive_key_goes_to_geopandas_with_the_reason(
     make_app: Callable[..., Any], workspace: Path
 ) -> None:
     """Trap: summarising batch, the folder's key, which the direct path does not read: the GeoPandas engine takes
-    the run, the reason recorded, and refuses it as it refuses any field of categories. The clean twin (v, a field
-    of the parts) is SedonaDB's when named, with the hand sums."""
-    import json
-
-    from mapsmith.errors import MapSmithError
-
+    the run, the reason recorded, and sums the key as the int32 every engine reads it as (parts.hive_key_types;
+    it was a category before, refused FIELD_NOT_NUMERIC): A holds P0, P1 (batch 0) and P2 (batch 1), sum 1; B holds
+    P0 (0), P2 and P3 (1), sum 2. The clean twin (v, a field of the parts) is SedonaDB's when named, with the hand
+    sums."""
     folder = write_case(workspace, hive=True)
     arguments = {"input_path": "zones.parquet", "points_path": folder, "statistics": "count,sum"}
-    with pytest.raises(MapSmithError) as refused:
-        make_app().run("summarize_points_in_polygons", {**arguments, "field": "batch", "output_path": "k.parquet"})
-    assert refused.value.code == "FIELD_NOT_NUMERIC"
-    failed = json.loads((workspace / "k.parquet.failed.provenance.json").read_text("utf-8"))
-    assert failed["x-mapsmith:engine_choice"]["engine"] == "geopandas"
-    (sedona,) = [p for p in failed["x-mapsmith:engine_choice"]["passed_over"] if p["engine"] == "sedonadb"]
+    keyed = make_app().run("summarize_points_in_polygons", {**arguments, "field": "batch", "output_path": "k.parquet"})
+    assert keyed.engine["name"] == "geopandas"
+    out = read(workspace / "k.parquet")
+    assert (out["batch_count"].tolist(), out["batch_sum"].tolist()) == ([3, 3], [1.0, 2.0])
+    choice = manifest(workspace / "k.parquet")["x-mapsmith:engine_choice"]
+    (sedona,) = [p for p in choice["passed_over"] if p["engine"] == "sedonadb"]
     assert "field 'batch' is points_path's partition key (key=value/ subfolders)" in sedona["reason"]
     twin = make_app(MAPSMITH_ENGINE="sedonadb")
     result = twin.run("summarize_points_in_polygons", {**arguments, "field": "v", "output_path": "v.parquet"})

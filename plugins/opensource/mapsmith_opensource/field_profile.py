@@ -131,8 +131,7 @@ def _parquet(path: Path) -> tuple[dict[str, str], dict[str, list[dict[str, str]]
 
 def _parquet_parts(folder: Path) -> tuple[dict[str, str], dict[str, list[dict[str, str]]], Iterable[Any]]:
     """A folder of GeoParquet parts as one dataset, read in the listing order (parts.part_files). Hive keys are
-    fields, typed as the GeoPandas engine reads the folder (pyarrow's dictionaries, a category in pandas: ``year=2024``
-    is ``dictionary<values=int32, ...>``)."""
+    fields, typed as every engine reads the folder (``parts.hive_key_types``: ``year=2024`` is ``int32``)."""
     import pyarrow.parquet as pq
 
     dataset = io.parquet_dataset(folder)

@@ -42,10 +42,23 @@ def is_parquet(path: Path) -> bool:
     return path.suffix.lower() in (".parquet", ".geoparquet")
 
 
+def _hive_keys_plain(path: Path) -> dict[str, Any]:
+    """For a hive-partitioned folder, pyarrow's partitioning with each key typed plainly (``parts.hive_key_types``:
+    int32 or string) rather than as a dictionary, which pandas would hold as a category and write back as a
+    dictionary column: a key is then the same field on every engine. Nothing for a file or plain parts."""
+    from mapsmith import parts
+
+    if not parts.is_parts_folder(path) or not parts.hive_columns(path):
+        return {}
+    import pyarrow.dataset as ds
+
+    return {"partitioning": ds.HivePartitioning.discover()}
+
+
 def parquet_schema(path: Path) -> Any:
     """The Arrow schema of a GeoParquet file, or of a folder of parts as the GeoPandas engine reads it: the first
-    part's columns, then each hive key, a dictionary (a pandas category) of the type pyarrow infers from its values
-    (``year=2024``: ``dictionary<values=int32, ...>``)."""
+    part's columns, then each hive key of the type pyarrow infers from its values (``parts.hive_key_types``:
+    ``year=2024`` is ``int32``)."""
     from mapsmith import parts
 
     if parts.is_parts_folder(path):
@@ -63,7 +76,7 @@ def parquet_dataset(folder: Path) -> Any:
     from mapsmith import parts
 
     files = [str(f) for f in parts.require_parquet_parts(folder)]
-    hive = ds.HivePartitioning.discover(infer_dictionary=True) if parts.hive_columns(folder) else None
+    hive = ds.HivePartitioning.discover() if parts.hive_columns(folder) else None
     return ds.dataset(files, format="parquet", partitioning=hive, partition_base_dir=str(folder))
 
 
@@ -103,7 +116,7 @@ def read_layer(path: Path, layer: str | None = None) -> gpd.GeoDataFrame:
 
     try:
         if is_parquet(path):
-            return gpd.read_parquet(path)
+            return gpd.read_parquet(path, **_hive_keys_plain(path))
         source, _ = vector_source(path)
         gdf = gpd.read_file(source, layer=layer, engine="pyogrio")
     except InputError:

@@ -117,11 +117,15 @@ def _kinds(layer: _GeoParquet) -> _Kinds:
 
     metas = [pq.read_metadata(file) for file in parts.dataset_files(layer.path)]  # a folder's parts share a schema
     schema = metas[0].schema.to_arrow_schema()
+    keys = parts.hive_key_types(layer.path) if parts.is_parts_folder(layer.path) else {}
     kinds: dict[str, str] = {}
     unsupported: dict[str, str] = {}
     floats: set[str] = set()
     for name in layer.columns:
         if name == layer.geometry:
+            continue
+        if name in keys:  # a hive key: int32 or text, with a value in at least one subfolder (pyarrow typed it)
+            kinds[name] = "number" if keys[name] == "int32" else "text"
             continue
         arrow = schema.field(name).type
         if (t.is_integer(arrow) and not t.is_uint64(arrow)) or t.is_float64(arrow):

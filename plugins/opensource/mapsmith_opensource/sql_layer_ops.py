@@ -137,10 +137,16 @@ def _nullable_integers(path: Path, columns: tuple[str, ...]) -> list[str]:
     import pyarrow.types as t
 
     found: list[str] = []
+    keys = parts.hive_key_types(path) if parts.is_parts_folder(path) else {}
+    for key, arrow in keys.items():  # an integer key is null in a __HIVE_DEFAULT_PARTITION__ subfolder
+        if arrow == "int32" and key in columns:
+            null = f"{key}={parts.HIVE_NULL}"
+            if any(null in name.split("/") for name, _ in parts.part_members(path)):
+                found.append(key)
     for meta in (pq.read_metadata(file) for file in parts.dataset_files(path)):  # every part of a folder
         schema = meta.schema.to_arrow_schema()
         for name in columns:
-            if name in found or not t.is_integer(schema.field(name).type):
+            if name in found or name in keys or not t.is_integer(schema.field(name).type):
                 continue
             index = schema.get_field_index(name)
             for group in range(meta.num_row_groups):
@@ -174,11 +180,7 @@ def _layer_problem(ctx: RunContext, operation: str, min_rows: int) -> tuple[str 
     """Why the DuckDB engine cannot take input_path for ``operation`` (or None), and the layer as read."""
     path = ctx.paths["input_path"]
     info = ctx.inputs["input_path"]
-    if parts.is_parts_folder(path):
-        if keys := "/".join(parts.hive_columns(path)):
-            why = f"input_path is a folder partitioned by {keys} (key=value/ subfolders); the DuckDB {operation} reads"
-            return f"{why} plain parts", None
-    elif not io.is_parquet(path) or not path.is_file():
+    if not parts.is_parts_folder(path) and (not io.is_parquet(path) or not path.is_file()):
         return f"input_path is not one GeoParquet file ({info.driver}); the DuckDB {operation} works file to file", None
     given = str(ctx.arguments.get("output_path"))
     folder_out = parts.is_folder_output(given)

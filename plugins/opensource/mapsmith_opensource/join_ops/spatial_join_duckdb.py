@@ -140,7 +140,9 @@ def _geoparquet(path: Path, key: str, engine: str = "DuckDB") -> _GeoParquet:
     primary = str(geo.get("primary_column", ""))
     column = geo.get("columns", {}).get(primary, {})
     covering = {str(v[0]) for v in column.get("covering", {}).get("bbox", {}).values() if v}
-    columns = tuple(n for n in schema.names if n not in covering)
+    # a hive folder's keys are fields of every row, after the parts' own, typed as GeoPandas reads them
+    keys = parts.hive_key_types(path) if folder else {}
+    columns = tuple(n for n in schema.names if n not in covering) + tuple(keys)
     problem = None
     index = [i for i in json.loads(meta.get(b"pandas") or b"{}").get("index_columns", []) if isinstance(i, str)]
     crs = column.get("crs")
@@ -148,7 +150,7 @@ def _geoparquet(path: Path, key: str, engine: str = "DuckDB") -> _GeoParquet:
     clash = next((n for n in columns if folded.setdefault(n.casefold(), n) != n), None)
     reserved = parts.duckdb_reserved_field(path, columns)
     odd = next((f for f in schema if f.name in columns and f.name != primary and not _carried_exactly(f.type)), None)
-    if folder and (engine != "DuckDB" or parts.hive_columns(path)):
+    if folder and engine != "DuckDB":
         problem = (
             f"{key} is a folder of GeoParquet parts; the {engine} engine's file-to-file path reads one file "
             "(the GeoPandas engine reads the folder whole)"
@@ -176,7 +178,9 @@ def _geoparquet(path: Path, key: str, engine: str = "DuckDB") -> _GeoParquet:
             f"{key}'s field {odd.name!r} is of type {odd.type}; the {engine} engine carries only booleans, integers, "
             "floats, text, binary, dates and timestamps without a time zone exactly as the GeoPandas engine does"
         )
-    other = frozenset(f.name for f in schema if t.is_integer(f.type) and not t.is_int64(f.type))
+    other = frozenset(f.name for f in schema if t.is_integer(f.type) and not t.is_int64(f.type)) | {
+        k for k, arrow in keys.items() if arrow == "int32"
+    }
     ident = crs.get("id") if isinstance(crs, dict) else None
     crs_id = f"{ident.get('authority')}:{ident.get('code')}" if isinstance(ident, dict) else None
     member = {"crs": column["crs"]} if "crs" in column else {}
