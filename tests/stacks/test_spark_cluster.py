@@ -342,6 +342,38 @@ def test_executors_read_a_folder_of_parts_in_listing_order(
 
 
 @needs_cluster
+def test_hive_keys_are_typed_as_the_other_engines_type_them(
+    make_app: Callable[..., Any], workspace: Path, spark_master: str
+) -> None:
+    """year=2023 is an int32 key, day=2024-01-0N and ratio=1.50 text (Spark would guess a date and the double 1.5,
+    written back as 1.5), as pyarrow and GeoPandas read them (parts.hive_key_types); the GeoPandas engine reads the
+    same rows and types."""
+    from mapsmith_sedona.spark_parts import read_folder
+    from mapsmith_sedona.spark_session import running
+
+    _start_session(make_app, spark_master, workspace)
+    folder = workspace / "keyed.parquet"
+    for n, rows in enumerate((slice(0, 2), slice(2, 5))):
+        sub = folder / "year=2023" / f"day=2024-01-0{n + 1}" / "ratio=1.50"
+        sub.mkdir(parents=True)
+        _points(rows).to_parquet(sub / "part-0.parquet", index=False)
+    session = running()
+    assert session is not None
+    df = read_folder(session.spark, folder, "__row")
+    types = dict(df.dtypes)
+    assert (types["year"], types["day"], types["ratio"]) == ("int", "string", "string")
+    rows = [(r["name"], r["year"], r["day"], r["ratio"]) for r in df.orderBy("__row").collect()]
+    assert rows == [("p1", 2023, "2024-01-01", "1.50"), ("p2", 2023, "2024-01-01", "1.50")] + [
+        (name, 2023, "2024-01-02", "1.50") for name in ("p3", "p4", "p5")
+    ]
+    from mapsmith_opensource.io import read_layer
+
+    frame = read_layer(folder)
+    assert str(frame["year"].dtype) == "int32" and frame["year"].tolist() == [2023] * 5
+    assert frame["day"].tolist() == ["2024-01-01"] * 2 + ["2024-01-02"] * 3 and frame["ratio"].tolist() == ["1.50"] * 5
+
+
+@needs_cluster
 def test_executors_write_parts_whose_listing_is_the_row_order(
     make_app: Callable[..., Any], workspace: Path, spark_cluster: Cluster, spark_master: str
 ) -> None:

@@ -6,7 +6,8 @@ files are not members; an ``output_path`` ending in ``.parquet/`` asks for a fol
 
 - **Reading.** Spark is given exactly the member list (``parts.part_files``), so the executors read the
   bytes the manifest's listing digest covers, with ``basePath`` set so ``key=value/`` subfolders become
-  columns. The order key is ``(rank of the part in the listing, row within the part)``: Spark packs
+  columns, typed as the other engines type them (``parts.hive_key_types``: int32 or text, never Spark's own
+  guess). The order key is ``(rank of the part in the listing, row within the part)``: Spark packs
   files into tasks by size, not by name, so ``monotonically_increasing_id`` alone would order rows by the
   packing; within one part it still increases in file order (its splits keep their order).
 - **Writing.** The rows are range-partitioned on the contract's order and sorted within each task, and
@@ -63,7 +64,22 @@ def read_folder(spark: Any, folder: Path, row_column: str) -> Any:
     from mapsmith import parts
 
     files = parts.part_files(folder)
-    df = spark.read.format("geoparquet").option("basePath", str(folder)).load([str(f) for f in files])
+    keys = parts.hive_key_types(folder)
+    # Spark would type a key by its own guess (2024-01-01 a date, 1.5 a double, 007 the int 7 written back as 7):
+    # the keys are read as the text of their subfolders and only the int32 keys cast, as pyarrow and GeoPandas
+    # type them (parts.hive_key_types). The setting is read when the files are listed, here.
+    inference, previous = "spark.sql.sources.partitionColumnTypeInference.enabled", None
+    if keys:
+        previous = spark.conf.get(inference, "true")
+        spark.conf.set(inference, "false")
+    try:
+        df = spark.read.format("geoparquet").option("basePath", str(folder)).load([str(f) for f in files])
+    finally:
+        if previous is not None:
+            spark.conf.set(inference, previous)
+    for key, arrow in keys.items():
+        if arrow == "int32":
+            df = df.withColumn(key, F.col(f"`{key}`").cast("int"))
     rank_of = {f.resolve(): n for n, f in enumerate(files)}
     ranks: list[tuple[str, int]] = []
     for uri in df.inputFiles():
