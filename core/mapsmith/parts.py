@@ -237,18 +237,23 @@ def hive_columns(folder: Path) -> tuple[str, ...]:
     return _layout(Path(folder), part_members(folder))
 
 
+# The value of a key=value/ subfolder that stands for a null key (Hive's, which pyarrow and DuckDB read as null).
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+# How DuckDB is told each type hive_key_types gives (pyarrow infers no other).
+_DUCKDB_KEY_TYPES = {"int32": "INTEGER", "string": "VARCHAR"}
+
+
 def hive_key_types(folder: Path) -> dict[str, str]:
     """Each ``key=value/`` key, in path order, with the Arrow type pyarrow infers from its values and the GeoPandas
     engine reads it as (``int32`` when every value is a 32-bit integer, else ``string``; ``{}`` for plain parts).
     The other engines are told these types (``duckdb_source``), so a key is the same field whichever engine runs.
     pyarrow is asked rather than its rule copied: its parsing of a value (a sign, leading zeros, an escaped
     character) is the one GeoPandas applies."""
-    import pyarrow.dataset as ds
-
     keys = hive_columns(folder)
     if not keys:
         return {}
     import pyarrow as pa
+    import pyarrow.dataset as ds
 
     files = [file.as_posix() for file in part_files(folder)]
     try:
@@ -263,11 +268,6 @@ def hive_key_types(folder: Path) -> dict[str, str]:
             "out of the key=value/ subfolders",
         ) from exc
     return {key: str(dataset.schema.field(key).type) for key in keys}
-
-
-_DUCKDB_KEY_TYPES = {"int32": "INTEGER", "string": "VARCHAR"}
-# The value of a key=value/ subfolder that stands for a null key (Hive's, which pyarrow and DuckDB read as null).
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
 def read_glob(folder: Path) -> str:

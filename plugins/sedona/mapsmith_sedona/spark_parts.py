@@ -65,7 +65,7 @@ def read_folder(spark: Any, folder: Path, row_column: str) -> Any:
 
     files = parts.part_files(folder)
     keys = parts.hive_key_types(folder)
-    # Spark would type a key by its own guess (2024-01-01 a date, 1.5 a double, 007 the int 7 written back as 7):
+    # Spark would type a key by its own guess (2024-01-01 a date, 1.50 the double 1.5, 9999999999 a bigint):
     # the keys are read as the text of their subfolders and only the int32 keys cast, as pyarrow and GeoPandas
     # type them (parts.hive_key_types). The setting is read when the files are listed, here.
     inference, previous = "spark.sql.sources.partitionColumnTypeInference.enabled", None
