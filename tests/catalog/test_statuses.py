@@ -150,7 +150,7 @@ def _weak_score(app: MapSmith, text: str) -> float:
     return support.weak_support(signals)
 
 
-# Written for this test, not taken from the query files: a walking-time area (an isochrone, which needs a road
+# Written for this test, not taken from the query files: a drive-time area (an isochrone, which needs a road
 # network MapSmith does not have), asked by a caller who declares a layer of depots.
 ISOCHRONE = "drive-time polygons around each depot within ten minutes"
 
