@@ -8,6 +8,7 @@ The interface other modules call (signatures are stable):
     require_parquet_parts(folder: Path) -> list[Path]         # part_files, each checked to start with PAR1
     hive_columns(folder: Path) -> tuple[str, ...]
     hive_key_types(folder: Path) -> dict[str, str]            # each key's Arrow type, as GeoPandas reads it
+    arrow_dataset(folder: Path) -> pyarrow.dataset.Dataset    # the parts in listing order, keys typed so
     read_glob(folder: Path) -> str                            # '<folder>/**/*.parquet', for readers taking a glob
     duckdb_source(folder: Path) -> str                        # read_parquet([...], hive_partitioning=...) as SQL
     inspect_folder(path: Path, layer: str | None = None, *, validity: bool = False) -> DatasetInfo
@@ -62,6 +63,7 @@ from mapsmith.errors import InputError, OutputError
 from mapsmith.registry import DatasetInfo
 
 __all__ = [
+    "arrow_dataset",
     "FOLDER_DRIVER",
     "PART_SUFFIX",
     "dataset_files",
@@ -239,6 +241,11 @@ def hive_columns(folder: Path) -> tuple[str, ...]:
 
 # The value of a key=value/ subfolder that stands for a null key (Hive's, which pyarrow and DuckDB read as null).
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+# Where a folder's keys cannot be read as fields, its rows still can: each part is a GeoParquet file of its own.
+_WITHOUT_KEYS = (
+    "read the parts as files of their own, without the key=value/ keys: merge_layers with the parts' paths as "
+    "input_paths writes their rows as one file (convert_format for a single part)"
+)
 # How DuckDB is told each type hive_key_types gives (pyarrow infers no other).
 _DUCKDB_KEY_TYPES = {"int32": "INTEGER", "string": "VARCHAR"}
 
@@ -253,21 +260,27 @@ def hive_key_types(folder: Path) -> dict[str, str]:
     if not keys:
         return {}
     import pyarrow as pa
-    import pyarrow.dataset as ds
 
-    files = [file.as_posix() for file in part_files(folder)]
     try:
-        hive = ds.HivePartitioning.discover()
-        dataset = ds.dataset(files, format="parquet", partitioning=hive, partition_base_dir=Path(folder).as_posix())
+        dataset = arrow_dataset(folder)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # a key with no value but nulls has no type to read
         raise InputError(
             f"{Path(folder).name}: the partition keys {list(keys)} cannot be typed from the subfolder names: {exc}",
             code="PARTS_KEYS_UNTYPED",
             evidence={"dataset": Path(folder).as_posix(), "keys": list(keys), "reason": str(exc)},
-            hint=f"give every key at least one value other than {HIVE_NULL} (rename that subfolder), or move the parts "
-            "out of the key=value/ subfolders",
+            hint=_WITHOUT_KEYS,
         ) from exc
     return {key: str(dataset.schema.field(key).type) for key in keys}
+
+
+def arrow_dataset(folder: Path) -> Any:
+    """A pyarrow dataset over the parts of ``folder`` in listing order, hive keys (if any) typed plainly as pyarrow
+    infers them: int32 or string, never a dictionary (``hive_key_types``)."""
+    import pyarrow.dataset as ds
+
+    files = [file.as_posix() for file in part_files(folder)]
+    hive = ds.HivePartitioning.discover() if hive_columns(folder) else None
+    return ds.dataset(files, format="parquet", partitioning=hive, partition_base_dir=Path(folder).as_posix())
 
 
 def read_glob(folder: Path) -> str:
@@ -466,8 +479,7 @@ def inspect_folder(
             "parts; which value a row has would depend on the reader",
             code="PARTS_KEY_IS_FIELD",
             evidence={"dataset": folder.as_posix(), "key": twice, "part": members[0][0]},
-            hint=f"rewrite the parts without the field (select_fields with drop_fields={twice!r} on each part), or "
-            "rename the key=value/ subfolders",
+            hint=_WITHOUT_KEYS + f" (the parts' own {twice!r} kept)",
         )
     if keys:
         hive_key_types(folder)  # every key can be typed (PARTS_KEYS_UNTYPED), before any engine reads the rows

@@ -145,7 +145,7 @@ def test_a_key_that_is_also_a_field_of_the_parts_is_refused(make_app: Callable[.
     with pytest.raises(MapSmithError) as refused:
         make_app().run("select_features", {"input_path": "dup.parquet", "where": "v > 0", "output_path": "o.parquet"})
     assert refused.value.code == "PARTS_KEY_IS_FIELD"
-    assert refused.value.evidence["key"] == "region" and "drop_fields='region'" in refused.value.hint
+    assert refused.value.evidence["key"] == "region" and "merge_layers" in refused.value.hint
 
 
 def test_a_key_with_only_null_subfolders_is_refused_with_the_key(make_app: Callable[..., Any], workspace: Path) -> None:
@@ -159,3 +159,9 @@ def test_a_key_with_only_null_subfolders_is_refused_with_the_key(make_app: Calla
     with pytest.raises(MapSmithError) as refused:
         make_app().run("select_features", {"input_path": "nk.parquet", "where": "v > 0", "output_path": "o.parquet"})
     assert refused.value.code == "PARTS_KEYS_UNTYPED" and refused.value.evidence["keys"] == ["k"]
+    # the hint's way out, with MapSmith's own tools: the part read alone, as one file, without the key
+    part = "nk.parquet/k=__HIVE_DEFAULT_PARTITION__/part-0.parquet"
+    assert "merge_layers" in refused.value.hint and "convert_format for a single part" in refused.value.hint
+    make_app().run("convert_format", {"input_path": part, "output_path": "m.parquet"})
+    out = read(workspace / "m.parquet")
+    assert list(out.columns) == ["v", "geometry"] and out["v"].tolist() == [1.0]

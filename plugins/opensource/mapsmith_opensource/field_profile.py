@@ -134,7 +134,7 @@ def _parquet_parts(folder: Path) -> tuple[dict[str, str], dict[str, list[dict[st
     fields, typed as every engine reads the folder (``parts.hive_key_types``: ``year=2024`` is ``int32``)."""
     import pyarrow.parquet as pq
 
-    dataset = io.parquet_dataset(folder)
+    dataset = parts.arrow_dataset(folder)
     geo = json.loads((pq.read_schema(parts.part_files(folder)[0]).metadata or {}).get(b"geo", b"{}") or b"{}")
     geometry_columns = set((geo.get("columns") or {}).keys())
     fields = [f for f in dataset.schema if f.name not in geometry_columns]

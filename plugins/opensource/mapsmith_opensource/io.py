@@ -62,22 +62,10 @@ def parquet_schema(path: Path) -> Any:
     from mapsmith import parts
 
     if parts.is_parts_folder(path):
-        return parquet_dataset(path).schema
+        return parts.arrow_dataset(path).schema
     import pyarrow.parquet as pq
 
     return pq.read_schema(path)
-
-
-def parquet_dataset(folder: Path) -> Any:
-    """A pyarrow dataset over a folder's parts (parts.require_parquet_parts, in listing order), hive keys typed as
-    ``parquet_schema`` says."""
-    import pyarrow.dataset as ds
-
-    from mapsmith import parts
-
-    files = [str(f) for f in parts.require_parquet_parts(folder)]
-    hive = ds.HivePartitioning.discover() if parts.hive_columns(folder) else None
-    return ds.dataset(files, format="parquet", partitioning=hive, partition_base_dir=str(folder))
 
 
 def is_raster(path: Path) -> bool:
