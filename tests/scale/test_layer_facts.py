@@ -111,6 +111,57 @@ def test_a_file_changed_after_its_header_read_is_scanned_again(tmp_path: Path, c
     assert _scan(path).invalid == 1
 
 
+def _point_parts(folder: Path, geometries: list[Any]) -> Path:
+    """``geometries`` as a folder of two parts (the first two, then the rest), each as _no_bbox writes it."""
+    folder.mkdir()
+    _no_bbox(folder / "part-0.parquet", geometries[:2])
+    _no_bbox(folder / "part-1.parquet", geometries[2:])
+    return folder
+
+
+def test_a_folder_of_point_parts_keeps_the_facts_of_its_header_read(tmp_path: Path) -> None:
+    """The folder's rows are TRAP's four, split over two parts: rows 4, missing 2 (Q2, Q3), invalid 1 (Q1)."""
+    from mapsmith_opensource import io, layer_facts
+
+    folder = _point_parts(tmp_path / "q.parquet", TRAP)
+    info = io.inspect(folder)
+    assert info.invalid_count is None  # not asked for
+    kept = layer_facts.counted_facts(folder)
+    assert kept is not None
+    assert (kept.rows, kept.missing, kept.invalid, kept.geometry_types) == (4, 2, 1, ("Point",))
+    assert layer_facts.counted_facts(folder / "part-0.parquet") is None  # a part alone was never scanned
+
+
+@pytest.mark.parametrize("change", ["a part rewritten", "a part added", "a part removed"])
+def test_a_folder_whose_parts_changed_is_scanned_again(tmp_path: Path, change: str) -> None:
+    """Read as TWIN (0 invalid); then the folder changes. No answer from the kept facts."""
+    from mapsmith_opensource import io, layer_facts
+
+    folder = _point_parts(tmp_path / "q.parquet", TWIN)
+    io.inspect(folder)
+    assert layer_facts.counted_facts(folder).invalid == 0  # type: ignore[union-attr]
+    if change == "a part rewritten":
+        _no_bbox(folder / "part-1.parquet", TRAP[2:] + [Point(X0, math.nan)])
+    elif change == "a part added":
+        _no_bbox(folder / "part-2.parquet", [Point(X0, math.nan)])
+    else:
+        (folder / "part-1.parquet").unlink()
+    assert layer_facts.counted_facts(folder) is None
+    again = io.inspect(folder, validity=True)
+    assert again.invalid_count == (0 if change == "a part removed" else 1)
+
+
+def test_a_folder_of_polygon_parts_keeps_nothing(tmp_path: Path) -> None:
+    from mapsmith_opensource import io, layer_facts
+
+    folder = tmp_path / "poly.parquet"
+    folder.mkdir()
+    _no_bbox(folder / "part-0.parquet", [box(0, 0, 1, 1)])
+    _no_bbox(folder / "part-1.parquet", [Polygon([(0, 0), (2, 2), (2, 0), (0, 2)])])
+    assert io.inspect(folder).bounds == (0.0, 0.0, 2.0, 2.0)
+    assert layer_facts.counted_facts(folder) is None
+
+
 def test_polygons_are_read_without_validity_and_nothing_is_kept(tmp_path: Path) -> None:
     """A polygon's validity is GEOS's work (ST_IsValid), not a small share of the scan: a header read does not
     count it, so there is nothing to reuse, and the engine scans (finding the bow-tie)."""

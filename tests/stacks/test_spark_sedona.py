@@ -273,6 +273,54 @@ def test_count_in_polygons_on_spark_matches_hand_counts_and_geopandas(
     assert spark_note in json.loads((workspace / "counts_gpd.parquet.provenance.json").read_text("utf-8"))["notes"]
 
 
+DUCKDB_NOTE = "counted by DuckDB over the same unchanged files (layer_facts), as GEOS counts them, not by Spark"
+
+
+@needs_spark
+@pytest.mark.parametrize("trap", [False, True])
+def test_spark_counts_points_validity_as_geos_does(make_app: Any, workspace: Path, trap: bool) -> None:
+    """A's square, and points: q1 (5,5) in A, q2 (50,50) in nothing, q3 no geometry, q4 an empty point; the trap
+    adds q5 (5, NaN), which GEOS calls invalid and Sedona reads as an empty point. Clean: 4 points, 2 without
+    geometry, 0 invalid, 1 counted, A 1. Trap: 5 points, still 2 without geometry, 1 invalid (row 4, with GEOS's
+    reason) and the INPUT_GEOMETRY_INVALID warning, A 1 (a NaN point meets nothing): the GeoPandas engine's
+    record. Before, Spark's own count gave the trap 3 without geometry and 0 invalid, and no warning. The points
+    are written with no bbox in their footer, so the header read scans them and Spark takes its counts."""
+    import math
+
+    import shapely
+
+    from layers import drop_bbox, write_layer
+
+    points = [shapely.Point(5, 5), shapely.Point(50, 50), None, shapely.Point()]
+    points += [shapely.Point(5, math.nan)] if trap else []
+    drop_bbox(write_layer(workspace / "points.parquet", points, CRS))
+    write_layer(workspace / "polygons.parquet", [_square(0, 0, 10)], CRS, name=["A"])
+    result = make_app(MAPSMITH_STACK="sedona").run("count_in_polygons", _count_args())
+    assert result.engine["name"] == "apache-sedona"
+    assert list(_read(workspace / "counts.parquet")["point_count"]) == [1]
+    assert (result.answer["points"], result.answer["points_without_geometry"]) == (5 if trap else 4, 2)
+    assert result.answer["points_counted"] == 1
+    record = json.loads((workspace / "counts.parquet.provenance.json").read_text("utf-8"))
+    check = next(
+        c
+        for c in record["verification"]
+        if c["name"] == "x-mapsmith:input_geometry_valid" and c.get("argument") == "points_path"
+    )
+    assert any(n.startswith("points_path: its points' validity") and DUCKDB_NOTE in n for n in record["notes"])
+    if trap:
+        assert check["detail"] == (
+            "points_path: 1 of 5 geometries invalid (first feature indices [4]; Invalid Coordinate); 2 empty or missing"
+        )
+        assert "INPUT_GEOMETRY_INVALID" in [w["code"] for w in result.warnings]
+    else:
+        assert check["detail"] == "points_path: 0 of 4 geometries invalid; 2 empty or missing"
+    geopandas = make_app().run("count_in_polygons", _count_args("counts_gpd.parquet"))
+    twin = json.loads((workspace / "counts_gpd.parquet.provenance.json").read_text("utf-8"))
+    assert check in twin["verification"]  # the same record, word for word
+    keys = ("points", "points_without_geometry", "points_counted")
+    assert {k: geopandas.answer[k] for k in keys} == {k: result.answer[k] for k in keys}
+
+
 @needs_spark
 @pytest.mark.parametrize(
     ("predicate", "how", "expected"),
@@ -341,6 +389,29 @@ def test_invalid_polygon_is_refused_like_geopandas(make_app: Any, workspace: Pat
             make_app(**env).run("count_in_polygons", _count_args(out))
         codes.append((err.value.code, err.value.evidence["invalid_count"], err.value.evidence["first_rows"]))
     assert codes == [("INPUT_GEOMETRY_INVALID", 1, [1])] * 2
+
+
+@needs_spark
+def test_a_point_with_a_nan_coordinate_is_refused_by_spatial_join_like_geopandas(
+    make_app: Any, workspace: Path
+) -> None:
+    """The fixtures' points with p4 at (50, NaN): GEOS calls it invalid, so spatial_join refuses input_path on both
+    engines, naming row 3. Spark alone read it as an empty point and joined the rest."""
+    import math
+
+    import geopandas as gpd
+    import shapely
+
+    _write_fixtures(workspace)
+    points = gpd.read_parquet(workspace / "points.parquet")
+    points.loc[3, "geometry"] = shapely.Point(50, math.nan)
+    points.to_parquet(workspace / "points.parquet", index=False)
+    codes = []
+    for env, out in (({"MAPSMITH_STACK": "sedona"}, "j1.parquet"), ({}, "j2.parquet")):
+        with pytest.raises(Exception) as err:
+            make_app(**env).run("spatial_join", _join_args(out))
+        codes.append((err.value.code, err.value.evidence["invalid_count"], err.value.evidence["first_rows"]))
+    assert codes == [("INPUT_GEOMETRY_INVALID", 1, [3])] * 2
 
 
 @needs_spark

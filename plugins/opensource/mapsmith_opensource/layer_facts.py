@@ -10,8 +10,10 @@ which then reads the same unchanged file takes its input scan from them instead 
 second time (``counted_facts``). A header read of a file whose footer declares points only counts their validity
 too: DuckDB tells a point's from its coordinates (``duckdb_spatial.valid_sql``), a small share of the scan. Other
 header reads count no validity (a polygon's is GEOS's work), so nothing is kept from them; a read that asks for
-validity (an output check) is kept whatever the types. Written by hand because the reuse is MapSmith's own: no
-library knows which of its scans answer which check.
+validity (an output check) is kept whatever the types. A folder of parts scanned whole is kept the same way, by the
+identities of all its parts in listing order: a part changed, added or removed is another folder. Spark takes its
+inputs' validity from them too (mapsmith_sedona.spark_job.check_validity). Written by hand because the reuse is
+MapSmith's own: no library knows which of its scans answer which check.
 
 What this module must never do: answer from kept facts for a file that changed since they were counted, or
 count a validity the caller did not ask for into the facts it returns.
@@ -101,7 +103,7 @@ _KEPT = 16
 # there, so a rewrite inside one tick of the file system's clock, to the same size, still changes the identity.
 _TAIL = 65_536
 _Identity = tuple[str, int, int, int, int, str]
-_kept: dict[_Identity, OutputFacts] = {}
+_kept: dict[Any, OutputFacts] = {}  # by a file's _Identity, or a folder's ("parts", identity of each part ...)
 _keeping = threading.Lock()  # runs in an HTTP server's threads share it
 
 
@@ -119,12 +121,33 @@ def _identity(path: Path) -> _Identity | None:
     return (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, tail)
 
 
+def _parts_identity(files: list[Path]) -> tuple[Any, ...] | None:
+    """A folder's parts as they are now, in listing order (None when one cannot be read)."""
+    found = [_identity(f) for f in files]
+    return None if not found or None in found else ("parts", *found)
+
+
 def counted_facts(path: Path) -> OutputFacts | None:
-    """The facts, validity counted, of the GeoParquet file ``path`` as this process last scanned it, when the file
-    is unchanged since; else None (then the caller scans). A folder of parts has none: it cannot be opened as a
-    file."""
-    key = _identity(path)
+    """The facts, validity counted, of the GeoParquet file ``path`` (or folder of GeoParquet parts) as this process
+    last scanned it, when it is unchanged since; else None (then the caller scans)."""
+    if path.is_dir():
+        from mapsmith import parts
+
+        try:
+            key = _parts_identity(parts.part_files(path))
+        except InputError:  # not a folder of parts
+            return None
+    else:
+        key = _identity(path)
     return _kept.get(key) if key is not None else None
+
+
+def _keep(key: Any, facts: OutputFacts) -> None:
+    with _keeping:
+        _kept.pop(key, None)
+        _kept[key] = facts
+        while len(_kept) > _KEPT:
+            del _kept[next(iter(_kept))]
 
 
 def _duckdb_facts(path: Path, validity: bool = True) -> OutputFacts | None:
@@ -144,11 +167,7 @@ def _duckdb_facts(path: Path, validity: bool = True) -> OutputFacts | None:
     if facts is None:
         return None
     if key is not None and key == _identity(path):  # unchanged while it was scanned
-        with _keeping:
-            _kept.pop(key, None)
-            _kept[key] = facts
-            while len(_kept) > _KEPT:
-                del _kept[next(iter(_kept))]
+        _keep(key, facts)
     return facts if validity else dataclasses.replace(facts, invalid=0)
 
 
@@ -174,15 +193,24 @@ def _facts_in_duckdb(source: str, column: str, validity: bool) -> OutputFacts | 
 def duckdb_parts_scan(files: list[Path], column: str, validity: bool) -> dict[str, Any] | None:
     """parts.inspect_folder's geometry pass as verify.facts' query in DuckDB over the parts (WKB GeoParquet), or
     None where DuckDB cannot answer it: the stream then does. Measured on 10,000,000 points in 10 parts declaring
-    no geometry types: a MapSmith select_features took 21.6 s with the shapely stream, most of it here."""
-    geo = strict_json_loads((_parquet_metadata(files[0]).metadata or {}).get(b"geo", b"{}") or b"{}")
-    if geo.get("columns", {}).get(column, {}).get("encoding", "WKB") != "WKB":
-        return None
+    no geometry types: a MapSmith select_features took 21.6 s with the shapely stream, most of it here.
+    As for one file, parts whose every footer declares points only have their validity counted anyway, and the
+    facts are kept (``counted_facts``; only when ``files`` are all the folder's parts can a lookup find them)."""
+    declared = []
+    for file in files:
+        geo = strict_json_loads((_parquet_metadata(file).metadata or {}).get(b"geo", b"{}") or b"{}")
+        if geo.get("columns", {}).get(column, {}).get("encoding", "WKB") != "WKB":
+            return None
+        declared.append(set(geo.get("columns", {}).get(column, {}).get("geometry_types") or ()))
+    counting = validity or all(kinds and kinds <= _CHEAP_VALIDITY for kinds in declared)
+    key = _parts_identity(files) if counting else None
     listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-    facts = _facts_in_duckdb(f"read_parquet([{listed}], hive_partitioning = false)", column, validity)
+    facts = _facts_in_duckdb(f"read_parquet([{listed}], hive_partitioning = false)", column, counting)
     if facts is None:
         return None
-    return {"types": set(facts.geometry_types), "invalid": facts.invalid, "bounds": facts.bounds}
+    if key is not None and key == _parts_identity(files):  # unchanged while they were scanned
+        _keep(key, facts)
+    return {"types": set(facts.geometry_types), "invalid": facts.invalid if validity else 0, "bounds": facts.bounds}
 
 
 def _parquet_metadata(path: Path) -> Any:

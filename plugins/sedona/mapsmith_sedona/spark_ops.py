@@ -196,7 +196,7 @@ def _points_in_polygons(
         join_ops._numeric_field(ctx, empty.drop(columns=[tgeom], errors="ignore"), value_field, "points_path")
     join_ops._refuse_existing(ctx, pd_frame([*pfields, pgeom]), new_fields)
     check_validity(job, polygons, pgeom, "input_path", refuse=True)
-    check_validity(job, points, tgeom, "points_path", refuse=False)
+    no_geometry = check_validity(job, points, tgeom, "points_path", refuse=False)
     crs = parse_crs(ctx.inputs["input_path"].crs_wkt)
     join_ops._record_topological(ctx, crs, "points_path", "points were tested against polygons")
     job.progress(0.3, "finding the points in each polygon with Sedona's spatial join")
@@ -223,7 +223,6 @@ def _points_in_polygons(
                 .collect()[0]
             )
             several, overlapping = int(multi["several"] or 0), int(multi["overlapping"] or 0)
-            no_geometry = points.where(F.col(f"`{tgeom}`").isNull() | F.expr(f"ST_IsEmpty(`{tgeom}`)")).count()
             keyed, columns = per_polygon(pairs, points)
             out = polygons.join(keyed, polygons[ROW] == keyed["i"], "left").select(
                 *[F.col(f"`{c}`") for c in polygons.columns if c != ROW], *columns, F.col(ROW).alias("__o1")

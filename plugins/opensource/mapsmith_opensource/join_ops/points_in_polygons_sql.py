@@ -279,9 +279,9 @@ def path_note(engine: str, path: str) -> str:
 
 def kept_point_facts(path: Path) -> OutputFacts | None:
     """points_path's facts as its header read counted them, validity included, when it is one GeoParquet file
-    unchanged since (layer_facts.counted_facts); None otherwise (a folder of parts, a header read that counted no
-    validity ...). With them the engine counts no point's validity again: measured in SedonaDB on 10,000,000 points
-    (load 5), points_scan_sql took 6.5-9.0 s with ST_IsValid, 0.2-0.3 s reading the values alone."""
+    unchanged since, or a folder of parts scanned whole (layer_facts.counted_facts); None otherwise (a header read
+    that counted no validity ...). With them the engine counts no point's validity again: measured in SedonaDB on
+    10,000,000 points (load 5), points_scan_sql took 6.5-9.0 s with ST_IsValid, 0.2-0.3 s reading the values alone."""
     from mapsmith_opensource.layer_facts import counted_facts
 
     return counted_facts(path)
