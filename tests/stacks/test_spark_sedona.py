@@ -273,7 +273,25 @@ def test_count_in_polygons_on_spark_matches_hand_counts_and_geopandas(
     assert spark_note in json.loads((workspace / "counts_gpd.parquet.provenance.json").read_text("utf-8"))["notes"]
 
 
-DUCKDB_NOTE = "counted by DuckDB over the same unchanged files (layer_facts), as GEOS counts them, not by Spark"
+@needs_spark
+def test_count_in_polygons_on_spark_with_no_point_in_any_polygon(make_app: Any, workspace: Path) -> None:
+    """The fixtures' three squares and two points far from all of them, (500, 500) and (600, 600): no pair, so every
+    count is 0 and all three polygons have no points, as the GeoPandas engine says."""
+    import geopandas as gpd
+    import shapely
+
+    _write_fixtures(workspace)
+    far = gpd.GeoDataFrame({"name": ["f1", "f2"]}, geometry=[shapely.Point(500, 500), shapely.Point(600, 600)], crs=CRS)
+    far.to_parquet(workspace / "points.parquet", index=False)
+    result = make_app(MAPSMITH_STACK="sedona").run("count_in_polygons", _count_args())
+    assert list(_read(workspace / "counts.parquet")["point_count"]) == [0, 0, 0]
+    keys = ("total_point_count", "points_counted", "points_in_no_polygon", "polygons_with_no_points")
+    assert {k: result.answer[k] for k in keys} == dict(zip(keys, (0, 0, 2, 3), strict=True))
+    geopandas = make_app().run("count_in_polygons", _count_args("counts_gpd.parquet"))
+    assert {k: geopandas.answer[k] for k in keys} == {k: result.answer[k] for k in keys}
+
+
+FACTS_NOTE = "counted over the same unchanged files by layer_facts (DuckDB, or shapely where DuckDB cannot read them)"
 
 
 @needs_spark
@@ -306,7 +324,7 @@ def test_spark_counts_points_validity_as_geos_does(make_app: Any, workspace: Pat
         for c in record["verification"]
         if c["name"] == "x-mapsmith:input_geometry_valid" and c.get("argument") == "points_path"
     )
-    assert any(n.startswith("points_path: its points' validity") and DUCKDB_NOTE in n for n in record["notes"])
+    assert any(n.startswith("points_path: its points' validity") and FACTS_NOTE in n for n in record["notes"])
     if trap:
         assert check["detail"] == (
             "points_path: 1 of 5 geometries invalid (first feature indices [4]; Invalid Coordinate); 2 empty or missing"

@@ -185,9 +185,9 @@ def check_validity(job: Job, df: Any, geom: str, key: str, *, refuse: bool) -> i
             job.ctx, key, rows=counted.rows, invalid_count=counted.invalid, missing_count=counted.missing, invalid=first
         )
         job.ctx.notes.append(
-            f"{key}: its points' validity and the null or empty ones were counted by DuckDB over the same unchanged "
-            "files (layer_facts), as GEOS counts them, not by Spark (Sedona reads a point with a NaN coordinate as "
-            "an empty point)"
+            f"{key}: its points' validity and the null or empty ones were counted over the same unchanged files by "
+            "layer_facts (DuckDB, or shapely where DuckDB cannot read them), as GEOS counts them, not by Spark "
+            "(Sedona reads a point with a NaN coordinate as an empty point)"
         )
         if refuse and counted.invalid:
             raise invalid_input_error(
