@@ -166,9 +166,9 @@ def read_layer(job: Job, key: str) -> tuple[Any, str, list[str]]:
 def check_validity(job: Job, df: Any, geom: str, key: str, *, refuse: bool) -> int:
     """The GeoPandas engine's validity record (and refusal); returns how many geometries are null or empty.
 
-    Points are counted by DuckDB, as the GeoPandas engine's GEOS counts them (``_point_facts``): Sedona reads a point
-    with a NaN coordinate as an empty point, valid, where GEOS calls it invalid, so Spark's own count passed such
-    a layer with no warning. It is also cheaper: the header read has usually counted them already, and on
+    Points are counted by layer_facts, as the GeoPandas engine's GEOS counts them (``_point_facts``): Sedona reads a
+    point with a NaN coordinate as an empty point, valid, where GEOS calls it invalid, so Spark's own count passed
+    such a layer with no warning. It is also cheaper: the header read has usually counted them already, and on
     10,000,000 points in 3 parts on the two-worker cluster Spark's pass took 11.8 s of a spatial_join's 106 s of
     Spark stages. Other geometries are counted by Spark."""
     from pyspark.sql import functions as F
@@ -233,9 +233,9 @@ def check_validity(job: Job, df: Any, geom: str, key: str, *, refuse: bool) -> i
 
 
 def _point_facts(ctx: RunContext, key: str) -> Any:
-    """The input's facts, validity counted, as DuckDB counts them, when its footers declare points only: those the
-    header read kept (layer_facts.counted_facts) or one DuckDB scan now; None for other types, or where DuckDB
-    cannot read the files."""
+    """The input's facts, validity counted as GEOS counts it, when its footers declare points only: those the
+    header read kept (layer_facts.counted_facts), or one scan now (DuckDB; for a file DuckDB cannot read,
+    layer_facts' shapely stream). None for other types, or a folder DuckDB cannot read: Spark then counts."""
     from mapsmith import parts
     from mapsmith_opensource.layer_facts import counted_facts, duckdb_parts_scan, scan_facts
 
