@@ -227,6 +227,30 @@ def test_a_shared_region_of_an_area_and_a_line(make_app: Callable[..., Any], wor
     assert {k: result.answer[k] for k in expected} == expected
 
 
+@pytest.mark.skipif(importlib.util.find_spec("sedonadb") is None, reason="SedonaDB not installed")
+@pytest.mark.parametrize("union", [True, False])
+def test_both_forms_of_the_shared_region_give_the_hand_counts(
+    make_app: Callable[..., Any], workspace: Path, monkeypatch: pytest.MonkeyPatch, union: bool
+) -> None:
+    """The case above on SedonaDB (the engine that groups by shared region), with each polygon's region as the
+    union of its intersections (taken from SHARED_UNION_MIN_POINTS points) and as the polygons it meets: the same
+    hand counts, by the "shared" path both times."""
+    from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
+
+    monkeypatch.setattr(sql, "SHARED_UNION_MIN_POINTS", 0 if union else 10**12)
+    seen: list[bool] = []
+    regions = sql.shared_regions
+    monkeypatch.setattr(sql, "shared_regions", lambda *a, union: seen.append(union) or regions(*a, union=union))
+    zones = [box(*g(0, 0), *g(100, 100)), box(*g(80, 0), *g(200, 100)), box(*g(100, 100), *g(120, 120))]
+    write_case(workspace, zones=zones, extra=[(Point(g(90, 50)), 3.0), (Point(g(110, 100)), 4.0)])
+    result = make_app(MAPSMITH_ENGINE="sedonadb").run("count_in_polygons", {**ARGS, "output_path": "c.parquet"})
+    assert seen == [union]
+    assert "for the points in the region a polygon shares with another" in _path_note(workspace, "c.parquet")
+    assert read(workspace / "c.parquet")["point_count"].tolist() == [2, 4, 1]
+    expected = {"points_counted": 5, "points_in_several_polygons": 2, "points_in_overlapping_polygons": 1}
+    assert {k: result.answer[k] for k in expected} == expected
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_summary_over_overlapping_zones(make_app: Callable[..., Any], workspace: Path, engine: str) -> None:
     """A2, a second point at A (95,50) with no value (NaN), shares A's location and polygons. Z1's values: Q0 1,
@@ -278,7 +302,7 @@ def test_a_shared_region_that_misses_a_point_falls_back_to_grouping_every_point(
     from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
 
     far = box(*g(5000, 5000), *g(5001, 5001))
-    monkeypatch.setattr(sql, "shared_regions", lambda geoms, left, right: [far] * len(geoms))
+    monkeypatch.setattr(sql, "shared_regions", lambda geoms, left, right, union: [far] * len(geoms))
     write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
     result = make_app(MAPSMITH_ENGINE="sedonadb").run("count_in_polygons", {**ARGS, "output_path": "m.parquet"})
     assert GROUPED_PATH in _path_note(workspace, "m.parquet")
@@ -298,6 +322,11 @@ def test_shared_regions_by_hand() -> None:
     assert regions[1].normalize().equals(GeometryCollection([box(8, 0, 10, 10), LineString([(10, 10), (12, 10)])]))
     assert regions[2].equals(LineString([(10, 10), (12, 10)]))
     assert regions[3] is None
+    # Without the union, each polygon's region is the polygons it meets (in no set order): no overlay.
+    met = shared_regions(geoms, left, right, union=False)
+    assert [sorted(m.wkt for m in r.geoms) if r is not None else None for r in met] == [
+        sorted(m.wkt for m in ms) for ms in ([b, c], [a, c], [a, b])
+    ] + [None]
 
 
 def test_interiors_disjoint_by_hand() -> None:

@@ -401,12 +401,17 @@ def test_invalid_polygon_is_refused_like_geopandas(make_app: Any, workspace: Pat
     polygons = gpd.read_parquet(workspace / "polygons.parquet")
     polygons.loc[1, "geometry"] = shapely.from_wkt("POLYGON ((10 0, 20 10, 20 0, 10 10, 10 0))")  # a bow-tie
     polygons.to_parquet(workspace / "polygons.parquet", index=False)
-    codes = []
-    for env, out in (({"MAPSMITH_STACK": "sedona"}, "c1.parquet"), ({}, "c2.parquet")):
+    assert _refusals(make_app, "count_in_polygons", _count_args) == [("INPUT_GEOMETRY_INVALID", 1, [1])] * 2
+
+
+def _refusals(make_app: Any, operation: str, arguments: Any) -> list[tuple[str, int, list[int]]]:
+    """The refusal's code, invalid count and first rows on Spark (the sedona stack), then on the GeoPandas engine."""
+    found = []
+    for env, out in (({"MAPSMITH_STACK": "sedona"}, "r1.parquet"), ({}, "r2.parquet")):
         with pytest.raises(Exception) as err:
-            make_app(**env).run("count_in_polygons", _count_args(out))
-        codes.append((err.value.code, err.value.evidence["invalid_count"], err.value.evidence["first_rows"]))
-    assert codes == [("INPUT_GEOMETRY_INVALID", 1, [1])] * 2
+            make_app(**env).run(operation, arguments(out))
+        found.append((err.value.code, err.value.evidence["invalid_count"], err.value.evidence["first_rows"]))
+    return found
 
 
 @needs_spark
@@ -424,12 +429,7 @@ def test_a_point_with_a_nan_coordinate_is_refused_by_spatial_join_like_geopandas
     points = gpd.read_parquet(workspace / "points.parquet")
     points.loc[3, "geometry"] = shapely.Point(50, math.nan)
     points.to_parquet(workspace / "points.parquet", index=False)
-    codes = []
-    for env, out in (({"MAPSMITH_STACK": "sedona"}, "j1.parquet"), ({}, "j2.parquet")):
-        with pytest.raises(Exception) as err:
-            make_app(**env).run("spatial_join", _join_args(out))
-        codes.append((err.value.code, err.value.evidence["invalid_count"], err.value.evidence["first_rows"]))
-    assert codes == [("INPUT_GEOMETRY_INVALID", 1, [3])] * 2
+    assert _refusals(make_app, "spatial_join", _join_args) == [("INPUT_GEOMETRY_INVALID", 1, [3])] * 2
 
 
 @needs_spark

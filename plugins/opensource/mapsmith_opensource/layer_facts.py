@@ -35,7 +35,7 @@ from mapsmith.verify.facts import OutputFacts
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["SCAN_BATCH", "counted_facts", "duckdb_parts_scan", "scan_facts", "stream_facts"]
+__all__ = ["CHEAP_VALIDITY", "SCAN_BATCH", "counted_facts", "duckdb_parts_scan", "scan_facts", "stream_facts"]
 
 # Features per batch of the streaming scan: a batch of 64k polygons is tens of megabytes at most, and
 # GEOS's per-call overhead is lost in it.
@@ -96,7 +96,7 @@ def scan_facts(path: Path, layer: str | None = None, *, validity: bool = True) -
 
 
 # The footer types whose validity the header read counts anyway: DuckDB answers a point's from its coordinates.
-_CHEAP_VALIDITY = frozenset({"Point", "Point Z"})
+CHEAP_VALIDITY = frozenset({"Point", "Point Z"})
 # Files whose facts are kept: an operation reads two or three inputs, a plan a few more.
 _KEPT = 16
 # The tail of the file read into its identity: a Parquet footer (row groups' offsets, sizes and statistics) lies
@@ -161,7 +161,7 @@ def _duckdb_facts(path: Path, validity: bool = True) -> OutputFacts | None:
     if not column or declared.get("encoding", "WKB") != "WKB":
         return None
     types = declared.get("geometry_types") or []
-    counting = validity or (bool(types) and set(types) <= _CHEAP_VALIDITY)
+    counting = validity or (bool(types) and set(types) <= CHEAP_VALIDITY)
     key = _identity(path) if counting else None  # only counted facts are kept
     facts = _facts_in_duckdb("read_parquet('" + str(path).replace("'", "''") + "')", str(column), counting)
     if facts is None:
@@ -202,7 +202,7 @@ def duckdb_parts_scan(files: list[Path], column: str, validity: bool) -> dict[st
         if geo.get("columns", {}).get(column, {}).get("encoding", "WKB") != "WKB":
             return None
         declared.append(set(geo.get("columns", {}).get(column, {}).get("geometry_types") or ()))
-    counting = validity or all(kinds and kinds <= _CHEAP_VALIDITY for kinds in declared)
+    counting = validity or all(kinds and kinds <= CHEAP_VALIDITY for kinds in declared)
     key = _parts_identity(files) if counting else None
     listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
     facts = _facts_in_duckdb(f"read_parquet([{listed}], hive_partitioning = false)", column, counting)

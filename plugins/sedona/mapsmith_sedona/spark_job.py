@@ -237,11 +237,11 @@ def _point_facts(ctx: RunContext, key: str) -> Any:
     header read kept (layer_facts.counted_facts), or one scan now (DuckDB; for a file DuckDB cannot read,
     layer_facts' shapely stream). None for other types, or a folder DuckDB cannot read: Spark then counts."""
     from mapsmith import parts
-    from mapsmith_opensource.layer_facts import counted_facts, duckdb_parts_scan, scan_facts
+    from mapsmith_opensource.layer_facts import CHEAP_VALIDITY, counted_facts, duckdb_parts_scan, scan_facts
 
     path = ctx.paths[key]
     types = set(ctx.inputs[key].geometry_types)
-    if not types or not types <= {"Point", "Point Z"}:
+    if not types or not types <= CHEAP_VALIDITY:
         return None
     kept = counted_facts(path)
     if kept is not None:

@@ -27,13 +27,15 @@ With none, no point is in two polygons, the per-polygon rows are the whole answe
 counts the points' facts.
 
 Otherwise, for single points, only the points that may be in two polygons are grouped one by one: a point in
-polygon i is in another polygon only if it meets ``s``, the union of i's intersections with the polygons it meets
-(computed here in GEOS). The query gives a pair whose point meets its polygon's ``s`` the point's own group and
-puts every other pair in one common group, which is right only if each point in that common group has a single pair
-there. That is checked, not assumed: every point yields at least one pair (the LEFT JOIN), so the common group's
-pairs plus the points grouped alone equal the number of points exactly when no point has two pairs in the common
-group and none is split between the two; the number of points is the files' footers' count, as the header read took
-it. A miss (a point the computed ``s`` leaves out by rounding) fails the check and the plain GROUPING SETS query
+polygon i is in another polygon only if it meets ``s``, i's shared region (shared_regions: the union of i's
+intersections with the polygons it meets, computed here in GEOS, or below SHARED_UNION_MIN_POINTS points the
+polygons it meets as one geometry collection, which needs no overlay). The query gives a pair whose point meets its
+polygon's ``s`` the point's own group and puts every other pair in one common group, which is right only if each
+point in that common group has a single pair there. That is checked, not assumed: every point yields at least one
+pair (the LEFT JOIN), so the common group's pairs plus the points grouped alone equal the number of points exactly
+when no point has two pairs in the common group and none is split between the two; the number of points is the
+files' footers' count, as the header read took it. A miss (a point the computed ``s`` leaves out by rounding, or a
+collection's test answered wrongly) fails the check and the plain GROUPING SETS query
 runs instead. Measured on 10,000,000 points and bench_vector's 10,000 overlapping zones (2,034,849 points in two or
 more), SedonaDB, the query alone, one quiet run each: 14.5 s grouping every point, 9.5 s grouping those in a shared
 region (1.3 s more in GEOS for the regions), 5.2 s for the per-polygon counts alone. On DuckDB the same change made
@@ -175,17 +177,35 @@ def interiors_disjoint(geometries: Any, pairs: tuple[np.ndarray, np.ndarray, np.
     return not bool(shapely.relate_pattern(geoms[left], geoms[right], "T********").any()) if len(left) else True
 
 
-def shared_regions(geoms: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+# From how many points ``aggregate`` gives each polygon the union of its intersections as its shared region rather
+# than the polygons it meets as one geometry collection. The union costs GEOS overlays per pair of polygons, the
+# collection a slower test per (polygon, point) pair. Measured for issue 22, whole MapSmith count_in_polygons runs
+# on SedonaDB over benchmarks/scale_data.make_inputs' 10,000 overlapping zones, one fresh process each, load 1.1-1.7
+# (/tmp scratch script, not in the repo): 1M points 3.55 s (0.97 s of it the union) against 2.42 s; 3M 5.39/5.19 s
+# against 4.89/5.21 s; 10M 13.42 s against 13.68 s (the query 10.9 s against 12.0 s).
+SHARED_UNION_MIN_POINTS = 3_000_000
+
+
+def shared_regions(geoms: np.ndarray, left: np.ndarray, right: np.ndarray, union: bool = True) -> np.ndarray:
     """Per polygon, the union of its intersections with the polygons it meets (meeting_pairs' pairs), or None
-    where it meets none: a point of the polygon lies in another only if it meets this region."""
+    where it meets none: a point of the polygon lies in another only if it meets this region. Without ``union``,
+    the polygons it meets as one geometry collection (a point of the polygon meets it exactly when it meets the
+    union; no overlay is computed)."""
     import numpy as np
     import shapely
 
     out = np.full(len(geoms), None, dtype=object)
     if not len(left):
         return out
-    pieces = shapely.intersection(geoms[left], geoms[right])  # each pair once, for both of its polygons
     owner = np.concatenate([left, right])
+    if not union:
+        other = np.concatenate([right, left])
+        order = np.argsort(owner, kind="stable")
+        owner, other = owner[order], other[order]
+        owners = np.unique(owner)
+        out[owners] = shapely.geometrycollections(geoms[other], indices=np.searchsorted(owners, owner))
+        return out
+    pieces = shapely.intersection(geoms[left], geoms[right])  # each pair once, for both of its polygons
     pieces = np.concatenate([pieces, pieces])
     order = np.argsort(owner, kind="stable")
     owner, pieces = owner[order], pieces[order]
@@ -243,7 +263,7 @@ def aggregate(
             return read_aggregated(table, count), "plain"
     if not group_shared or rows is None:
         return read_aggregated(run(aggregate_sql(points, zones or register(None))), count), "grouped"
-    zones = register(shared_regions(geoms, left, right))
+    zones = register(shared_regions(geoms, left, right, union=rows >= SHARED_UNION_MIN_POINTS))
     found_shared = read_aggregated(run(aggregate_sql(points, zones, shared=True)), count)
     if found_shared.facts.rows == rows:
         return found_shared, "shared"
