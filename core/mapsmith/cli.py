@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve" and args.http:
         return _serve_http(args.host, args.port)
 
+    if args.command != "info":
+        _exit_on_terminate()
     try:
         from mapsmith.sandbox import build_app
 
@@ -71,6 +73,24 @@ def main(argv: list[str] | None = None) -> int:
     _at_start(app)
     anyio.run(serve_stdio, app)
     return 0
+
+
+def _exit_on_terminate() -> None:
+    """SIGTERM, how MCP clients and process managers stop a server that does not leave on its own, ends the stdio
+    server at once, after what it would undo at exit: the sandbox's workers stopped and its identity folder in the
+    temporary directory removed (a terminated server used to leave it behind). Not by raising SystemExit: the
+    thread reading stdin would hold the exit until the client closed it. The HTTP server's uvicorn puts its own
+    handler in place while it serves; it shuts down gracefully, puts this one back and raises the signal again."""
+    import signal
+
+    def stop(signum: int, _frame: object) -> None:
+        from mapsmith.sandbox import shut_down
+
+        shut_down()
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 PLUGIN_USAGE = """usage: mapsmith plugin {new,check,promote} ...
@@ -139,6 +159,7 @@ def _serve_http(host: str | None, port: int | None) -> int:
         warning = http.check_exposure(binding, token, workspace_set="MAPSMITH_WORKSPACE" in os.environ)
         from mapsmith.sandbox import build_app
 
+        _exit_on_terminate()  # uvicorn shuts down on SIGTERM, then re-raises it to this handler
         app = build_app()
         _at_start(app)
         if warning:

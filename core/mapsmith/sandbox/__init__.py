@@ -25,6 +25,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -33,7 +34,32 @@ from mapsmith.sandbox.launcher import Limits, Worker, WorkerPool
 from mapsmith.sandbox.policy import SANDBOX_ENV, SandboxDecision, build_plan, bwrap_path, decide
 from mapsmith.sandbox.proxy import InProcessMapSmith, SandboxedMapSmith, run_cancellable, workspace_of
 
-__all__ = ["build_app", "run_cancellable", "SandboxedMapSmith", "InProcessMapSmith", "SandboxDecision"]
+__all__ = ["build_app", "run_cancellable", "SandboxedMapSmith", "InProcessMapSmith", "SandboxDecision", "shut_down"]
+
+# What a server leaving must undo, last first: workers to stop, identity folders to remove. Run at exit, or by
+# shut_down when a signal ends the process (atexit handlers do not run then).
+_undo: list[Callable[[], object]] = []
+_undoing = threading.Lock()
+
+
+def _on_leaving(action: Callable[[], object]) -> None:
+    with _undoing:
+        if not _undo:
+            atexit.register(shut_down)
+        _undo.append(action)
+
+
+def shut_down() -> None:
+    """Stop this process's workers and remove their identity folders; safe to call twice."""
+    while True:
+        with _undoing:
+            if not _undo:
+                return
+            action = _undo.pop()
+        try:
+            action()
+        except Exception:  # one failure must not keep the rest from running
+            pass
 
 
 def _network_pool_factory(environ: Mapping[str, str]) -> Callable[[MapSmith], WorkerPool]:
@@ -43,12 +69,12 @@ def _network_pool_factory(environ: Mapping[str, str]) -> Callable[[MapSmith], Wo
         limits = Limits(environ)
         workspace = workspace_of(app).resolve()
         identity = Path(tempfile.mkdtemp(prefix="mapsmith-sandbox-net-"))
-        atexit.register(shutil.rmtree, identity, True)
+        _on_leaving(lambda: shutil.rmtree(identity, True))
         worker_env = {**environ, "MAPSMITH_WORKER_MEMORY_MB": str(limits.memory_mb)}
         command = [sys.executable, "-m", "mapsmith.sandbox.worker"]
         plan = build_plan(worker_env, workspace, identity, command, bwrap_path() or "bwrap", network=True)
         pool = WorkerPool(lambda: Worker(plan.argv, workspace, limits.memory_mb), 1, limits.timeout_s)
-        atexit.register(pool.close)
+        _on_leaving(pool.close)
         return pool
 
     return factory
@@ -59,7 +85,7 @@ def _pool_factory(environ: Mapping[str, str]) -> Callable[[MapSmith], tuple[Work
         limits = Limits(environ)
         workspace = workspace_of(app).resolve()
         identity = Path(tempfile.mkdtemp(prefix="mapsmith-sandbox-"))
-        atexit.register(shutil.rmtree, identity, True)
+        _on_leaving(lambda: shutil.rmtree(identity, True))
         bwrap = bwrap_path() or "bwrap"
         worker_env = {**environ, "MAPSMITH_WORKER_MEMORY_MB": str(limits.memory_mb)}
         command = [sys.executable, "-m", "mapsmith.sandbox.worker"]
@@ -71,7 +97,7 @@ def _pool_factory(environ: Mapping[str, str]) -> Callable[[MapSmith], tuple[Work
             return Worker(plan.argv, workspace, limits.memory_mb)
 
         pool = WorkerPool(start, limits.workers, limits.timeout_s)
-        atexit.register(pool.close)
+        _on_leaving(pool.close)
         return pool, limits
 
     return factory
