@@ -117,5 +117,9 @@ def test_two_http_clients_are_served_by_two_workers_while_one_is_stuck(workspace
             environ = Path(f"/proc/{pid}/environ").read_bytes()
             assert token.encode() not in environ and b"MAPSMITH_HTTP_TOKEN" not in environ
     finally:
-        proc.kill()
-        proc.wait(timeout=10)
+        proc.terminate()  # SIGTERM: the server removes its sandbox's identity folder (SIGKILL would leave it)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
