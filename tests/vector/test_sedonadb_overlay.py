@@ -207,4 +207,23 @@ def test_other_overlay_modes_and_default_sizes_pass_over_sedonadb(make_app: Any,
     assert passed["engine"] == "sedonadb" and passed["reason"].startswith("how='union': SedonaDB's overlay engine")
     make_app().run("overlay_layers", {**args, "how": "intersection", "output_path": "i.parquet"})
     (passed,) = manifest(workspace / "i.parquet")["x-mapsmith:engine_choice"]["passed_over"]
-    assert passed["reason"].startswith("SedonaDB's overlay was never measured faster")
+    assert passed["reason"].startswith(
+        "the larger input has 3 features, fewer than the 100,000 from which SedonaDB's overlay is considered"
+    )
+
+
+def test_an_intersection_overlay_from_the_measured_size_runs_on_sedonadb(
+    make_app: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clean twin of the size refusal above: at the threshold (lowered to the case's 3 squares, as 100,000
+    features would be) the router takes SedonaDB with no engine named, and says why."""
+    from mapsmith_opensource import sedonadb_overlay
+
+    monkeypatch.setattr(sedonadb_overlay, "OVERLAY_MIN_FEATURES", 3)
+    _squares(workspace)
+    write_layer(workspace / "strip.parquet", [grid_box(75, -10, 125, 110)], UTM, cut=[7])
+    args = {"input_path": "squares.parquet", "overlay_path": "strip.parquet", "how": "intersection"}
+    result = make_app().run("overlay_layers", {**args, "output_path": "i4.parquet"})
+    assert result.engine["name"] == "sedonadb"
+    notes = manifest(workspace / "i4.parquet")["notes"]
+    assert any("the larger input has 3 features, at least the 3 from which it is preferred" in n for n in notes)

@@ -112,6 +112,7 @@ def overlay_layers(
 ) -> None:
     """``intersection``: another engine's pieces for how='intersection' (sedonadb_ops); the rest is this code."""
     import geopandas as gpd
+    import numpy as np
     import shapely
 
     if intersection is None:
@@ -158,18 +159,16 @@ def overlay_layers(
         result = gpd.overlay(frames["input_path"], frames["overlay_path"], how=how, keep_geom_type=False)
 
     # keep_geom_type made explicit: polygons only, and every lower-dimension piece counted.
-    kept: list[Any] = []
+    # Polygons and multipolygons (nearly every piece) are kept exactly as the engine made them, found in one
+    # vectorised call: a loop over every piece took 0.4 s of a 3.5 s run at 156,202 pieces.
+    kept = np.array(result.geometry.values, dtype=object)
     fragments = 0
-    for geom in result.geometry.values:
-        type_id = shapely.get_type_id(geom)
-        if type_id in (3, 6):  # Polygon, MultiPolygon: kept exactly as the engine made it
-            kept.append(geom)
-            continue
-        parts = _flat_parts(geom)
+    for i in np.flatnonzero(~np.isin(shapely.get_type_id(kept), (3, 6))):
+        parts = _flat_parts(kept[i])
         polygons = [p for p in parts if shapely.get_dimensions(p) == 2 and not p.is_empty]
         fragments += len(parts) - len(polygons)
-        kept.append(shapely.union_all(polygons) if polygons else None)
-    result = result.set_geometry(kept, crs=left.crs)
+        kept[i] = shapely.union_all(polygons) if polygons else None
+    result = result.set_geometry(list(kept), crs=left.crs)
     no_area = result.geometry.isna()
     out = result[~no_area].reset_index(drop=True)
     families = {}

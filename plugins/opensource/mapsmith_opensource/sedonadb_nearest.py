@@ -42,7 +42,13 @@ NEAREST_ROUND_FACTOR = 4.0  # each search round widens the radius this much
 
 
 def nearest_join_eligible(ctx: RunContext) -> str | None:
-    return _eligible(ctx, ("input_path", "join_path"), NEAREST_MIN_FEATURES, "SedonaDB's nearest search")
+    return _eligible(
+        ctx,
+        ("input_path", "join_path"),
+        NEAREST_MIN_FEATURES,
+        "SedonaDB's nearest search",
+        "at 1,000,000 points: sedonadb_ops.NEAREST_MIN_FEATURES",
+    )
 
 
 def _extent_diagonal(*geoms: np.ndarray) -> float:
@@ -127,7 +133,7 @@ def sedonadb_planar_nearest(
 def nearest_join_sedonadb(ctx: RunContext) -> None:
     """nearest_join with the planar nearest found by SedonaDB; tie rule, geodesic measures and the rest are
     join_ops.nearest's code."""
-    _set_engine(ctx, ("input_path", "join_path"))
+    _set_engine(ctx, ("input_path", "join_path"), NEAREST_MIN_FEATURES)
     ctx.notes.append(
         f"{WKB_PATH_NOTE}; the planar nearest was found with exact distance joins (ST_DWithin over a radius "
         f"widened {NEAREST_ROUND_FACTOR:g}x a round, ST_Distance), not ST_KNN, which measures from centroids"

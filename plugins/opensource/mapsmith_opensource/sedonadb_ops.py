@@ -84,12 +84,21 @@ SEDONADB_FIX = mapsmith_sedona.SEDONADB_FIX
 #   3.92 CPU s and 290 MiB.
 #   They run only when MAPSMITH_SEDONADB_MIN_FEATURES sets a threshold. spatial_join's file-to-file path has
 #   its own threshold, measured: join_ops.spatial_join_sedonadb.FILE_MIN_FEATURES.
+# - overlay_layers' intersection and nearest_join's planar search, measured for issue 22: MapSmith(env).run on
+#   benchmarks/goal_ops' inputs (scale_data.make_inputs: parcels, 10,000 zones; points, 2,000 sites), one fresh
+#   process per run, the engine named by MAPSMITH_ENGINE, two interleaved pairs, load average 0.6-1.1, run time and
+#   peak RSS (/usr/bin/time). overlay_layers (how=intersection), parcels x zones: 10,000 parcels GeoPandas 1.43 /
+#   1.38 s, 309 MiB against SedonaDB 1.45 / 1.51 s, 427 MiB; 100,000 GeoPandas 3.66 / 3.68 s, 480 MiB against
+#   3.08 / 3.27 s, 605 MiB; 300,000 GeoPandas 7.53 / 7.20 s, 834 MiB against 5.87 / 6.26 s, 977 MiB: preferred
+#   from 100,000 features. nearest_join, 1,000,000 points to 2,000 sites: GeoPandas 6.34 / 5.37 s, 795 MiB against
+#   SedonaDB 8.96 / 8.67 s, 1,692 MiB: never by default.
 DIRECT_MIN_FEATURES = 1_000_000
 WKB_MIN_FEATURES: int | None = None
 DISSOLVE_MIN_FEATURES: int | None = None
-OVERLAY_MIN_FEATURES: int | None = None  # overlay_layers' intersection on SedonaDB: not measured either
-NEAREST_MIN_FEATURES: int | None = None  # nearest_join's planar search on SedonaDB: not measured either
-SEDONADB_MIN_FEATURES = DIRECT_MIN_FEATURES  # the smallest default threshold (what `server_info` readers see)
+OVERLAY_MIN_FEATURES: int | None = 100_000
+NEAREST_MIN_FEATURES: int | None = None
+# the smallest default threshold (what `server_info` readers see)
+SEDONADB_MIN_FEATURES = min(DIRECT_MIN_FEATURES, OVERLAY_MIN_FEATURES)
 # What a SedonaDB context may hold before it spills (engine_memory: measured at 30M points under an 8 GiB cap).
 MEMORY_ENV = "MAPSMITH_SEDONADB_MEMORY"
 MEMORY_SHARE = 0.5

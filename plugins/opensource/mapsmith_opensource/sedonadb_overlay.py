@@ -221,7 +221,7 @@ def sedonadb_overlay_intersection(first: gpd.GeoDataFrame, second: gpd.GeoDataFr
 def overlay_layers_sedonadb(ctx: RunContext) -> None:
     """overlay_layers(how='intersection') with the pairs and pieces from SedonaDB; everything else is overlay_ops'."""
     keys = ("input_path", "overlay_path")
-    _set_engine(ctx, keys)
+    _set_engine(ctx, keys, OVERLAY_MIN_FEATURES)
     ctx.notes.append(
         f"{WKB_PATH_NOTE}; SedonaDB also computed each pair's intersection (ST_Intersection, GEOS as in shapely)"
     )
