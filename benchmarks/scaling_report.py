@@ -384,9 +384,9 @@ def _render_scale(r: dict[str, Any], capped: dict[str, Any] | None, f: dict[str,
         "workers, `tests/spark_cluster.py`), and the manifest names the cluster (`x-mapsmith:spark_cluster`). "
         "The engine reads a folder of GeoParquet parts and writes one (`mapsmith.parts`: the folder digest "
         "above, recorded as `x-mapsmith:digest_rule`): through MapSmith's runner an `output_path` ending in "
-        "`.parquet/` routes the run to an engine registered as writing parts (these six on Spark, `run_sql` on "
-        "DuckDB) and is refused, before any input is read, on a stack with none. The per-part digests are "
-        "computed by the driver after the write, not in the executors.",
+        "`.parquet/` routes the run to an engine registered as writing parts (these six on Spark, DuckDB's below "
+        "on the open-source stack) and is refused, before any input is read, on a stack with none. The per-part "
+        "digests are computed by the driver after the write, not in the executors.",
         "- On the open-source stack a folder of parts is read part by part, in listing order, by DuckDB for "
         "`count_in_polygons` and `summarize_points_in_polygons` (`points_path`) and for `select_features`, "
         "`clip_layer`, `reproject_layer` and `buffer_layer` (`input_path`) and `spatial_join` (either input), and by "
@@ -398,10 +398,11 @@ def _render_scale(r: dict[str, Any], capped: dict[str, Any] | None, f: dict[str,
         "reads it as floats), as does a value field that is a key of `points_path` for the counts; a key that is "
         "also a field of the parts is refused (`PARTS_KEY_IS_FIELD`), as is a key with no value but nulls "
         "(`PARTS_KEYS_UNTYPED`). SedonaDB's file-to-file join reads one file (a folder takes its WKB path); the "
-        "manifest's `x-mapsmith:engine_choice` and notes say why. The same four "
-        "DuckDB engines write an `output_path` ending in `.parquet/` as parts of about 256 MiB, in row order (one "
-        "writing thread; part-00000, part-00001 ...), whatever the input's size; where DuckDB cannot take the input, "
-        "the request is refused (`OUTPUT_PARTS_UNSUPPORTED`) with the engines that would write one file.",
+        "manifest's `x-mapsmith:engine_choice` and notes say why. `run_sql`, the same four layer engines and "
+        "DuckDB's `spatial_join` write an `output_path` ending in `.parquet/` as parts of about 256 MiB, in row "
+        "order (part-00000, part-00001 ...: the layer engines with one writing thread, `spatial_join` as one COPY "
+        "per range of its sorted rows), whatever the input's size; where DuckDB cannot take the input, the request "
+        "is refused (`OUTPUT_PARTS_UNSUPPORTED`) with the engines that would write one file.",
         "- Local mode reads from a local disk; a cluster reads from object storage, whose throughput per "
         "executor can be lower than a local disk's, and then sets the pace.",
         "- The measured machine was shared with other work (the load averages are in `docs/benchmarks.md`), so "

@@ -16,12 +16,11 @@ the runner verifies it, and then:
 
 An ``output_path`` ending in ``.parquet/`` asks for a folder of Parquet parts (``mapsmith.parts``): only
 engines registered with ``writes_parts`` write one (DuckDB's run_sql, select_features, clip_layer,
-reproject_layer and buffer_layer, the Spark engines of the sedona stack), so ``route_to_parts_writers`` passes the
-others over before anything runs, and refuses when none is left (any other engine would write one file and drop
-the slash's meaning silently), or, through ``no_parts_writer_takes``, when every writer passed on the input;
-the engine writes a hidden temporary
-folder beside the output, which the runner renames into place like a file (``parts.replace_folder`` over an
-older folder of parts).
+reproject_layer, buffer_layer and spatial_join, the Spark engines of the sedona stack), so
+``route_to_parts_writers`` passes the others over before anything runs, and refuses when none is left (any other
+engine would write one file and drop the slash's meaning silently), or, through ``no_parts_writer_takes``, when
+every writer passed on the input; the engine writes a hidden temporary folder beside the output, which the runner
+renames into place like a file (``parts.replace_folder`` over an older folder of parts).
 
 A layer's manifest sits beside the container as ``<container>.<layer>.provenance.json`` (the manifest
 spec's §3.1 name for a dataset inside a container): a GeoPackage of three layers holds three datasets,

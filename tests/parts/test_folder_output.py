@@ -333,32 +333,33 @@ def test_an_engine_that_writes_one_file_for_a_folder_request_is_refused(app, wor
 
 
 def test_a_folder_request_names_the_stack_whose_engine_writes_parts(app, workspace: Path) -> None:
-    # spatial_join's engines on the opensource stack (GeoPandas, DuckDB, SedonaDB) each write one file; the
-    # sedona stack's Spark engine writes parts. The refusal comes before any input is read, and says so.
+    # nearest_join's engines on the opensource stack (GeoPandas, SedonaDB) each write one file; the sedona stack's
+    # Spark engine writes parts. The refusal comes before any input is read, and says so.
     _wells(workspace)
     write_layer(workspace / "zone.gpkg", [Point(X0 + 2, Y0 + 4).buffer(3)], "EPSG:32633", zone=["z"])
-    args = {"input_path": "wells.gpkg", "join_path": "zone.gpkg", "predicate": "intersects", "how": "inner"}
+    args = {"input_path": "wells.gpkg", "join_path": "zone.gpkg"}
     with pytest.raises(OutputError) as caught:
-        app.run("spatial_join", {**args, "output_path": "j.parquet/"})
+        app.run("nearest_join", {**args, "output_path": "j.parquet/"})
     assert caught.value.code == "OUTPUT_PARTS_UNSUPPORTED"
     assert caught.value.evidence["stack"] == "opensource"
     assert caught.value.evidence["stacks_writing_parts"] == ["sedona"]
     assert "MAPSMITH_STACK=sedona" in caught.value.hint and "server_info" in caught.value.hint
     assert not (workspace / "j.parquet").exists() and _leftovers(workspace) == []
-    # the clean twin: one file. Wells 1, 2 and 3 lie within 3 m of (X0 + 2, Y0 + 4): distances sqrt(5), 0, sqrt(5);
-    # wells 0 and 4 are sqrt(20) away.
-    result = app.run("spatial_join", {**args, "output_path": "j.parquet"})
+    # the clean twin: one file, every well with the one zone as its nearest
+    result = app.run("nearest_join", {**args, "output_path": "j.parquet"})
     assert result.status == "ok" and (workspace / "j.parquet").is_file()
     import geopandas as gpd
 
-    assert list(gpd.read_parquet(workspace / "j.parquet")["well"]) == ["w1", "w2", "w3"]
+    joined = gpd.read_parquet(workspace / "j.parquet")
+    assert list(joined["well"]) == ["w0", "w1", "w2", "w3", "w4"] and set(joined["zone"]) == {"z"}
 
 
 def test_run_sql_and_the_duckdb_layer_engines_are_routed_as_parts_writers(app) -> None:
     """run_sql, and the DuckDB engines of select_features, clip_layer, reproject_layer and buffer_layer
-    (sql_layer_ops.copy_out); GeoPandas writes one file, and dissolve_layer has no parts writer here."""
+    (sql_layer_ops.copy_out) and of spatial_join (spatial_join_duckdb._copy_joined); GeoPandas writes one file,
+    and dissolve_layer has no parts writer here."""
     assert [i.writes_parts for i in app.host.implementations["run_sql"]] == [True]
-    for operation in ("select_features", "clip_layer", "reproject_layer", "buffer_layer"):
+    for operation in ("select_features", "clip_layer", "reproject_layer", "buffer_layer", "spatial_join"):
         writers = [i.engine for i in app.host.implementations[operation] if i.writes_parts and i.stack == "opensource"]
         assert writers == ["duckdb"], operation
     assert not any(i.writes_parts for i in app.host.implementations["dissolve_layer"] if i.stack == "opensource")

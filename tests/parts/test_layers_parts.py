@@ -298,3 +298,66 @@ def test_a_field_named_file_index_keeps_a_folder_from_duckdb(make_app: Callable[
     passed = manifest(workspace / "j_file_index.parquet")["x-mapsmith:engine_choice"]["passed_over"]
     (duck,) = [p for p in passed if p["engine"] == "duckdb"]
     assert duck["reason"] == "input_path has a field named 'file_index', which DuckDB reserves for row positions"
+
+
+@pytest.mark.parametrize("how", ["inner", "left"])
+def test_spatial_join_writes_parts_in_row_order(
+    monkeypatch: pytest.MonkeyPatch, make_app: Callable[..., Any], workspace: Path, how: str
+) -> None:
+    """The join above to a folder (output_path ending in ".parquet/"), no engine named: DuckDB is the engine that
+    writes parts. Two rows in the first part, whose size sets the rest at about 1.5 of its bytes (one row): inner
+    gives B-Z1 C-Z1 | C-Z2 | D-Z1 | D-Z2 | F-Z2, six parts; left adds A, G and H without a zone, nine rows in
+    eight parts. Read back in listing order, the rows and their order are the one file's; the record's counts are
+    the same and it says how many parts."""
+    import pandas as pd
+
+    from mapsmith_opensource.join_ops import spatial_join_duckdb
+
+    monkeypatch.setattr(spatial_join_duckdb, "FIRST_PART_ROWS", 2)
+    sizes: list[int] = []
+    real = spatial_join_duckdb._declare_geoparquet
+
+    def declared(path: Path, source: Any) -> int:
+        sizes.append(path.stat().st_size)
+        return real(path, source)
+
+    monkeypatch.setattr(spatial_join_duckdb, "_declare_geoparquet", declared)
+    monkeypatch.setattr(spatial_join_duckdb, "PART_BYTES", 1)  # at least one row a part: one row each after the first
+    arguments = {
+        "input_path": write_parts(workspace / "pts.parquet", clean=True),
+        "join_path": _zone_parts(workspace),
+        "predicate": "intersects",
+        "how": how,
+    }
+    result = make_app().run("spatial_join", {**arguments, "output_path": "j.parquet/"})
+    assert result.engine["name"] == "duckdb"
+    rows = 6 if how == "inner" else 9
+    names = sorted(p.name for p in (workspace / "j.parquet").iterdir())
+    assert names == [f"part-{n:05d}.parquet" for n in range(rows - 1)]
+    assert len(sizes) == rows - 1
+    out = read(workspace / "j.parquet")
+    record = manifest(workspace / "j.parquet")
+    assert record["parameters"]["x-mapsmith:output_parts"] == rows - 1
+    assert record["output"]["x-mapsmith:digest_rule"] == "parquet-parts-listing"
+    # the clean twin: one file, on GeoPandas, the same rows in the same order and the same counts
+    make_app(MAPSMITH_ENGINE="geopandas").run("spatial_join", {**arguments, "output_path": "one.parquet"})
+    pd.testing.assert_frame_equal(out, read(workspace / "one.parquet"))
+    counts = record["parameters"]["x-mapsmith:join_counts"]
+    assert counts == manifest(workspace / "one.parquet")["parameters"]["x-mapsmith:join_counts"]
+    assert counts["output_features"] == rows
+
+
+def test_a_spatial_join_that_matches_nothing_is_one_declared_part(
+    make_app: Callable[..., Any], workspace: Path
+) -> None:
+    """Trap: an inner join with no pair writes one part without rows, which still declares the geometry column and
+    input_path's CRS (DuckDB leaves the GeoParquet metadata out of a file without rows)."""
+    write_layer(workspace / "far.parquet", [box(X0 + 5000, Y0 + 5000, X0 + 5001, Y0 + 5001)], UTM, zone=["Far"])
+    arguments = {"input_path": write_parts(workspace / "pts.parquet", clean=True), "join_path": "far.parquet"}
+    result = make_app().run(
+        "spatial_join", {**arguments, "predicate": "intersects", "how": "inner", "output_path": "none.parquet/"}
+    )
+    assert result.engine["name"] == "duckdb"
+    assert sorted(p.name for p in (workspace / "none.parquet").iterdir()) == ["part-00000.parquet"]
+    out = read(workspace / "none.parquet")
+    assert len(out) == 0 and out.crs.to_epsg() == 32610

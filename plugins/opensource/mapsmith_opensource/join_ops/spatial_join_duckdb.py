@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from mapsmith import parts
 from mapsmith.crs import linear_unit_metres
 from mapsmith.router import named_by_operator
 from mapsmith_opensource import io
@@ -65,6 +66,11 @@ if TYPE_CHECKING:
 # gain is within the noise and GeoPandas, already loaded, takes the run.
 DUCKDB_MIN_ROWS = 100_000
 DUCKDB_PREFERENCE = 30
+# A folder of parts (output_path ending in ".parquet/") is cut into parts of about this many bytes, as
+# sql_layer_ops.PART_OPTIONS cuts the layer engines' (256 MB): the first part holds FIRST_PART_ROWS rows, and its size
+# sets how many rows each further part holds (tests make both smaller).
+PART_BYTES = 256 * 2**20
+FIRST_PART_ROWS = 1_000_000
 
 REGISTRATIONS = (
     Registration(
@@ -74,6 +80,7 @@ REGISTRATIONS = (
         preference=DUCKDB_PREFERENCE,
         eligible="duckdb_join_eligible",
         validate="validate_spatial_join",
+        writes_parts=True,  # _copy_joined
     ),
 )
 
@@ -129,8 +136,6 @@ def _geoparquet(path: Path, key: str, engine: str = "DuckDB") -> _GeoParquet:
 
     import pyarrow.parquet as pq
     import pyarrow.types as t
-
-    from mapsmith import parts
 
     folder = parts.is_parts_folder(path)
     # a folder's parts share one schema and CRS (parts.inspect_folder refused the run otherwise): the first speaks
@@ -252,7 +257,9 @@ def duckdb_join_eligible(ctx: RunContext) -> str | None:
         return problem
     first, second = ctx.inputs["input_path"], ctx.inputs["join_path"]
     rows = max(first.feature_count or 0, second.feature_count or 0)
-    if rows < DUCKDB_MIN_ROWS and not named_by_operator(ctx, "duckdb"):
+    # a folder of parts is written by this engine alone on the stack (route_to_parts_writers): no size to weigh
+    folder_out = parts.is_folder_output(str(ctx.arguments.get("output_path")))
+    if rows < DUCKDB_MIN_ROWS and not named_by_operator(ctx, "duckdb") and not folder_out:
         return (
             f"the larger input has {rows} features, fewer than the {DUCKDB_MIN_ROWS:,} for which the DuckDB "
             "engine is considered"
@@ -301,7 +308,6 @@ def _name(value: str) -> str:
 def _rows_of(layer: _GeoParquet) -> str:
     """The layer's geometry as ``g`` beside its row position ``n`` (over a folder's parts in listing order), the
     CRS dropped (both are equal)."""
-    from mapsmith import parts
 
     return (
         f"(SELECT {parts.duckdb_row_position(layer.path)} AS n, {_name(layer.geometry)}::GEOMETRY AS g "
@@ -451,7 +457,6 @@ def spatial_join_duckdb(ctx: RunContext) -> None:
     import duckdb
     from pyproj import CRS
 
-    from mapsmith import parts
     from mapsmith.runner import OutputStats
 
     versions = _duckdb_versions()
@@ -504,17 +509,14 @@ def spatial_join_duckdb(ctx: RunContext) -> None:
         if failure is not None:
             raise failure
         record_predicate(ctx, crs, inspected["input_path"][0].rows)
-        pairs, matched, join_matched = con.execute(
-            f"SELECT count({j}), count(DISTINCT {i}) FILTER (WHERE {j} IS NOT NULL), count(DISTINCT {j}) FROM joined"
+        pairs, matched, join_matched, rows = con.execute(
+            f"SELECT count({j}), count(DISTINCT {i}) FILTER (WHERE {j} IS NOT NULL), count(DISTINCT {j}), count(*) "
+            "FROM joined"
         ).fetchone()
         scans = {key: scan for key, (scan, _) in inspected.items()}
         tally = _JoinTally(scans["input_path"].rows, scans["join_path"].rows, pairs, matched, join_matched)
         _record_spatial_join(ctx, tally, renamed)
-        # The table's rows are read in the order they were inserted: sorted (preserve_insertion_order).
-        con.execute(
-            f"COPY (SELECT {', '.join(_name(n) for n in names)} FROM joined) "
-            f"TO {_text(str(ctx.temp_output))} (FORMAT parquet)"
-        )
+        written = _copy_joined(ctx, con, names, rows, left)
         types = scans["input_path"].types
         if how == "inner" and (pairs == 0 or len(types) > 1):
             # Only the matched input features are written: their types, not all of input_path's.
@@ -525,6 +527,36 @@ def spatial_join_duckdb(ctx: RunContext) -> None:
     finally:
         con.close()
         scanner.close()
-    written = _declare_geoparquet(ctx.temp_output, left)
     _check_written(ctx, tally, written)
     ctx.output_stats = OutputStats(feature_count=written, invalid_count=0, geometry_types=types)
+
+
+def _copy_joined(ctx: RunContext, con: Any, names: list[str], rows: int, left: _GeoParquet) -> int:
+    """COPY the sorted ``joined`` table (``rows`` rows) to the run's output, the rows written: one GeoParquet file,
+    or, for an output_path ending in ``.parquet/``, parts part-00000 ... of about PART_BYTES, each one COPY of a
+    range of the table's row ids. The table's rows are read in the order they were inserted, sorted
+    (preserve_insertion_order), within each COPY, so the parts in listing order are the file's rows in its order.
+    Parts are cut by row ids rather than by DuckDB's own file rotation, which a parallel COPY does out of row order
+    (sql_layer_ops.copy_out writes its parts with one thread instead; the join's table lives on this connection)."""
+
+    target = ctx.temp_output
+    assert target is not None
+    select = f"SELECT {', '.join(_name(n) for n in names)} FROM joined"
+    if not parts.is_folder_output(str(ctx.arguments.get("output_path"))):
+        con.execute(f"COPY ({select}) TO {_text(str(target))} (FORMAT parquet)")
+        return _declare_geoparquet(target, left)
+    target.mkdir(exist_ok=True)
+    start, size, written, number = 0, min(rows, FIRST_PART_ROWS), 0, 0
+    while True:
+        part = target / f"part-{number:05d}.parquet"
+        con.execute(
+            f"COPY ({select} WHERE rowid >= {start} AND rowid < {start + size}) TO {_text(str(part))} (FORMAT parquet)"
+        )
+        written += _declare_geoparquet(part, left)
+        start, number = start + size, number + 1
+        if start >= rows:
+            break
+        if number == 1:  # the first part's bytes per row set the rows of the others
+            size = max(1, int(PART_BYTES * size / max(part.stat().st_size, 1)))
+    ctx.parameters["x-mapsmith:output_parts"] = number
+    return written
