@@ -98,7 +98,8 @@ DISSOLVE_MIN_FEATURES: int | None = None
 OVERLAY_MIN_FEATURES: int | None = 100_000
 NEAREST_MIN_FEATURES: int | None = None
 # the smallest default threshold (what `server_info` readers see)
-SEDONADB_MIN_FEATURES = min(DIRECT_MIN_FEATURES, OVERLAY_MIN_FEATURES)
+_DEFAULTS = (DIRECT_MIN_FEATURES, WKB_MIN_FEATURES, DISSOLVE_MIN_FEATURES, OVERLAY_MIN_FEATURES, NEAREST_MIN_FEATURES)
+SEDONADB_MIN_FEATURES = min(t for t in _DEFAULTS if t is not None)
 # What a SedonaDB context may hold before it spills (engine_memory: measured at 30M points under an 8 GiB cap).
 MEMORY_ENV = "MAPSMITH_SEDONADB_MEMORY"
 MEMORY_SHARE = 0.5
