@@ -999,3 +999,29 @@ def test_join_attributes_names_a_missing_key_field(app, workspace: Path) -> None
         )
     assert err.value.code == "FIELD_NOT_FOUND" and err.value.evidence["argument"] == "table_key"
     assert err.value.evidence["fields"] == ["kode", "v"]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_planar_search_in_threads_gives_shapely_s_answer(threads: int) -> None:
+    """nearest_in_threads splits the input in consecutive slices over threads; the pairs, their order and the
+    distances are one query_nearest's. By hand first: sites at (0,0) and (10,0); (5,0) is 5 from both (a tie, both
+    kept, in tree order), (1,0) is 1 from the first, (12,0) 2 from the second, (100,0) beyond the 50 limit."""
+    import numpy as np
+    import shapely
+
+    from mapsmith_opensource.join_ops.nearest import nearest_in_threads
+
+    tree = shapely.STRtree([shapely.Point(0, 0), shapely.Point(10, 0)])
+    probes = np.array([shapely.Point(5, 0), shapely.Point(1, 0), shapely.Point(12, 0), shapely.Point(100, 0)])
+    left, right, dist = nearest_in_threads(tree, probes, 50.0, threads)
+    assert (left.tolist(), right.tolist(), dist.tolist()) == ([0, 0, 1, 2], [0, 1, 0, 1], [5.0, 5.0, 1.0, 2.0])
+    # 2,000 random points against 50 random sites, no limit: one query's arrays, element for element
+    rng = np.random.default_rng(7)
+    sites = shapely.points(rng.integers(0, 100, (50, 2)))
+    points = shapely.points(rng.integers(0, 100, (2_000, 2)))  # integer grid: many ties
+    big = shapely.STRtree(sites)
+    (one_left, one_right), one_dist = big.query_nearest(points, return_distance=True, all_matches=True)
+    found = nearest_in_threads(big, points, None, threads)
+    assert len(one_left) > len(points)  # ties were found
+    for got, want in zip(found, (one_left, one_right, one_dist), strict=True):
+        np.testing.assert_array_equal(got, want)

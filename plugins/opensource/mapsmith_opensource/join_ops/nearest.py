@@ -7,7 +7,7 @@ must never measure a distance in degrees nor break a tie without recording the r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mapsmith_opensource.common import (
     align_to,
@@ -42,6 +42,10 @@ TIE_RULE = (
 
 
 REGISTRATIONS = (Registration("nearest_join", "nearest_join"),)
+# From how many input features the planar search is split over the machine's cores (shapely's STRtree queries let
+# other threads run while GEOS searches). Measured for issue 22 on 1,000,000 points and 2,000 sites, two cores, the
+# query alone: 1.24 / 1.51 s in one call, 0.89 / 0.78 s in two threads, the same pairs and distances.
+THREADED_FROM = 100_000
 
 # -- nearest_join -----------------------------------------------------------------------------
 
@@ -62,7 +66,7 @@ def _nearest_candidates(
     if planar_nearest is not None:
         left, right, dist = planar_nearest(geoms, ground.join.geometry.values, limit)
     else:
-        (left, right), dist = tree.query_nearest(geoms, max_distance=limit, return_distance=True, all_matches=True)
+        left, right, dist = nearest_in_threads(tree, np.asarray(geoms, dtype=object), limit)
     if not ground.geodesic or len(left) == 0:
         return left, right
     firsts = np.unique(left)
@@ -71,6 +75,34 @@ def _nearest_candidates(
     radius = nearest[firsts] * (1 + GEODESIC_CANDIDATE_SLACK) + ground.metric.units(TIE_TOLERANCE_METRES)
     q_left, right = tree.query(geoms[firsts], predicate="dwithin", distance=radius)
     return firsts[q_left], right
+
+
+def nearest_in_threads(
+    tree: Any, geoms: np.ndarray, limit: float | None, threads: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``tree.query_nearest(geoms, max_distance=limit, return_distance=True, all_matches=True)`` as (input rows,
+    tree rows, distances), the same arrays in the same order, from THREADED_FROM features split in consecutive
+    slices over the cores (``threads``: how many, else one per core and THREADED_FROM features). The tree is built
+    by a first one-feature query, before any thread asks it."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    def query(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        (found, right), dist = tree.query_nearest(
+            geoms[rows], max_distance=limit, return_distance=True, all_matches=True
+        )
+        return rows[found], right, dist
+
+    if threads is None:
+        threads = min(len(os.sched_getaffinity(0)), max(1, len(geoms) // THREADED_FROM))
+    if threads < 2 or len(geoms) < 2:
+        return query(np.arange(len(geoms)))
+    query(np.arange(1))  # builds the tree in this thread
+    with ThreadPoolExecutor(threads) as pool:
+        found = list(pool.map(query, np.array_split(np.arange(len(geoms)), threads)))
+    return tuple(np.concatenate([part[k] for part in found]) for k in range(3))  # type: ignore[return-value]
 
 
 def nearest_join(ctx: RunContext, planar_nearest: PlanarNearest | None = None) -> None:
