@@ -370,14 +370,14 @@ def test_dissolve_refuses_a_layer_mixing_geometry_families(app, workspace) -> No
 def test_dissolve_fails_verification_when_a_group_goes_missing(app, workspace, four_squares, monkeypatch) -> None:
     # Sabotage: an engine that silently drops null keys (GeoPandas' own default, dropna=True). The
     # count derived before the dissolve (3 groups) catches it: nothing is written at the output path.
-    import geopandas as gpd
+    from mapsmith_opensource import dissolve_ops
 
-    real = gpd.GeoDataFrame.dissolve
+    real = dissolve_ops._dissolve_with
 
-    def dropping(self, *args, **kwargs):
-        return real(self, *args, **{**kwargs, "dropna": True})
+    def dropping(work, keys, aggfunc, union_groups):
+        return real(work.dropna(subset=keys), keys, aggfunc, union_groups)
 
-    monkeypatch.setattr(gpd.GeoDataFrame, "dissolve", dropping)
+    monkeypatch.setattr(dissolve_ops, "_dissolve_with", dropping)
     with pytest.raises(VerificationFailed) as err:
         app.run("dissolve_layer", {"input_path": "sq.gpkg", "by_fields": "name", "output_path": "d.gpkg"})
     assert "feature_count_exact" in err.value.message and "expected 3 features" in err.value.message
@@ -551,3 +551,29 @@ def test_explode_refuses_to_overwrite_part_index_unless_told_not_to_add_it(app, 
     assert err.value.code == "FIELD_EXISTS" and "add_part_index=false" in err.value.hint
     app.run("explode_layer", {"input_path": "m.gpkg", "output_path": "e.gpkg", "add_part_index": False})
     assert read(workspace / "e.gpkg")["Part_Index"].tolist() == [9, 9]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_union_groups_in_threads_is_union_all_per_group(threads: int) -> None:
+    """By hand: group 0 is two overlapping squares (0..2 and 1..3, one polygon of area 8 - 1 = 7), group 1 a square
+    and a missing geometry (the square), group 2 has no member (an empty collection, as union_all of nothing), group
+    3 two disjoint squares (a multipolygon of area 2). Then 300 random squares in 7 groups: each union is
+    shapely.union_all of the group in input order, to the last bit."""
+    import numpy as np
+    import shapely
+    from shapely.geometry import box
+
+    from mapsmith_opensource.dissolve_ops import union_groups_in_threads
+
+    geoms = np.array([box(0, 0, 2, 2), box(5, 5, 6, 6), None, box(1, 1, 3, 3), box(10, 0, 11, 1), box(20, 0, 21, 1)])
+    groups = np.array([0, 1, 1, 0, 3, 3])
+    out = union_groups_in_threads(geoms, groups, 4, threads)
+    assert [g.geom_type for g in out] == ["Polygon", "Polygon", "GeometryCollection", "MultiPolygon"]
+    assert shapely.area(out).tolist() == [7.0, 1.0, 0.0, 2.0] and out[2].is_empty
+    rng = np.random.default_rng(3)
+    corners = rng.uniform(0, 100, (300, 2))
+    squares = shapely.box(corners[:, 0], corners[:, 1], corners[:, 0] + 8, corners[:, 1] + 8)
+    labels = rng.integers(0, 7, 300)
+    found = union_groups_in_threads(squares, labels, 7, threads)
+    for k in range(7):
+        assert shapely.equals_exact(found[k], shapely.union_all(squares[labels == k]), 0)
