@@ -305,10 +305,10 @@ def test_spatial_join_writes_parts_in_row_order(
     monkeypatch: pytest.MonkeyPatch, make_app: Callable[..., Any], workspace: Path, how: str
 ) -> None:
     """The join above to a folder (output_path ending in ".parquet/"), no engine named: DuckDB is the engine that
-    writes parts. Two rows in the first part, whose size sets the rest at about 1.5 of its bytes (one row): inner
-    gives B-Z1 C-Z1 | C-Z2 | D-Z1 | D-Z2 | F-Z2, six parts; left adds A, G and H without a zone, nine rows in
-    eight parts. Read back in listing order, the rows and their order are the one file's; the record's counts are
-    the same and it says how many parts."""
+    writes parts. Two rows in the first part, and parts of one byte asked for after it, so each further part holds
+    one row: inner gives B-Z1 C-Z1 | C-Z2 | D-Z1 | D-Z2 | F-Z2, five parts; left adds A, G and H without a zone,
+    nine rows in eight parts. Read back in listing order, the rows and their order are the one file's; the record's
+    counts are the same and it says how many parts."""
     import pandas as pd
 
     from mapsmith_opensource.join_ops import spatial_join_duckdb
@@ -322,7 +322,7 @@ def test_spatial_join_writes_parts_in_row_order(
         return real(path, source)
 
     monkeypatch.setattr(spatial_join_duckdb, "_declare_geoparquet", declared)
-    monkeypatch.setattr(spatial_join_duckdb, "PART_BYTES", 1)  # at least one row a part: one row each after the first
+    monkeypatch.setattr(spatial_join_duckdb, "PART_BYTES", 1)  # a part holds one row at least
     arguments = {
         "input_path": write_parts(workspace / "pts.parquet", clean=True),
         "join_path": _zone_parts(workspace),

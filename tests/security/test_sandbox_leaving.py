@@ -1,6 +1,6 @@
-"""A stdio server leaves nothing behind: its sandbox's identity folder (a private passwd, group and hosts) is
-removed and its workers stopped whether the client closes stdin or terminates the process with SIGTERM. A
-terminated server used to leave the folder in the temporary directory (83 of them piled up on the test machine
+"""A server leaves nothing behind: its sandbox's identity folder (a private passwd, group and hosts) is removed and
+its workers stopped whether the client closes stdin or the process is terminated with SIGTERM, over stdio or HTTP.
+A terminated server used to leave the folder in the temporary directory (83 of them piled up on the test machine
 over a day of CI runs)."""
 
 from __future__ import annotations
