@@ -75,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# How long a terminated server waits for its workers to stop and its folders to go (a busy worker gets 3 s each).
+LEAVING_S = 10.0
+
+
 def _exit_on_terminate() -> None:
     """SIGTERM, how MCP clients and process managers stop a server that does not leave on its own, ends the stdio
     server at once, after what it would undo at exit: the sandbox's workers stopped and its identity folder in the
@@ -82,11 +86,17 @@ def _exit_on_terminate() -> None:
     thread reading stdin would hold the exit until the client closed it. The HTTP server's uvicorn puts its own
     handler in place while it serves; it shuts down gracefully, puts this one back and raises the signal again."""
     import signal
+    import threading
 
     def stop(signum: int, _frame: object) -> None:
         from mapsmith.sandbox import shut_down
 
-        shut_down()
+        # In a thread of its own, waited for LEAVING_S at most: the handler runs in the main thread, which may hold
+        # a lock shut_down needs (the worker pool's). Workers left running die with this process (bubblewrap's
+        # --die-with-parent).
+        leaving = threading.Thread(target=shut_down, name="mapsmith-leaving", daemon=True)
+        leaving.start()
+        leaving.join(LEAVING_S)
         sys.stderr.flush()
         os._exit(128 + signum)
 
