@@ -218,8 +218,12 @@ def http_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[bool
         yield servers
     finally:
         for server in servers.values():
-            server.process.kill()
-            server.process.wait(timeout=10)
+            server.process.terminate()  # SIGTERM: the server removes its sandbox's identity folder
+            try:
+                server.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.process.kill()
+                server.process.wait(timeout=10)
 
 
 @pytest.fixture(params=["stdio", "http"])

@@ -92,8 +92,12 @@ def _start(tmp: Path, host: str, extra_env: dict[str, str]) -> Server:
 
 
 def _stop(server: Server) -> None:
-    server.proc.kill()
-    server.proc.wait(timeout=10)
+    server.proc.terminate()  # SIGTERM: the server removes its sandbox's identity folder (SIGKILL would leave it)
+    try:
+        server.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

@@ -87,8 +87,12 @@ def start(workspace: Path, token: str | None, log: Path) -> tuple[subprocess.Pop
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.kill()
-    proc.wait(timeout=10)
+    proc.terminate()  # SIGTERM: the server removes its sandbox's identity folder (SIGKILL would leave it)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
