@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+
+def stop_server(proc: subprocess.Popen[Any]) -> None:
+    """Stop a server process the way a process manager does: SIGTERM, on which the server removes its sandbox's
+    identity folder and stops its workers, and SIGKILL only if it has not left within 20 s (a SIGKILL leaves the
+    folder in the temporary directory)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def server_env(workspace: Path, **extra: str) -> dict[str, str]:

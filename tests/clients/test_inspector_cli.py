@@ -33,6 +33,8 @@ from typing import Any
 
 import pytest
 
+from mcp_client import stop_server
+
 pytestmark = pytest.mark.mcp
 
 GEODESIC_AREA_M2 = 10000 / 0.9996**2  # 10008.00480256...
@@ -218,12 +220,7 @@ def http_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[bool
         yield servers
     finally:
         for server in servers.values():
-            server.process.terminate()  # SIGTERM: the server removes its sandbox's identity folder
-            try:
-                server.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.process.kill()
-                server.process.wait(timeout=10)
+            stop_server(server.process)
 
 
 @pytest.fixture(params=["stdio", "http"])

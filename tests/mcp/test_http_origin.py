@@ -21,6 +21,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from mcp_client import stop_server
+
 pytestmark = pytest.mark.mcp
 
 ALLOWED_ORIGIN = "https://app.example.com"
@@ -92,12 +94,7 @@ def _start(tmp: Path, host: str, extra_env: dict[str, str]) -> Server:
 
 
 def _stop(server: Server) -> None:
-    server.proc.terminate()  # SIGTERM: the server removes its sandbox's identity folder (SIGKILL would leave it)
-    try:
-        server.proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        server.proc.kill()
-        server.proc.wait(timeout=10)
+    stop_server(server.proc)
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ import httpx2
 import pytest
 
 from conftest import published_schema_errors
+from mcp_client import stop_server
 
 pytestmark = pytest.mark.mcp
 
@@ -87,12 +88,7 @@ def start(workspace: Path, token: str | None, log: Path) -> tuple[subprocess.Pop
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()  # SIGTERM: the server removes its sandbox's identity folder (SIGKILL would leave it)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
+    stop_server(proc)
 
 
 @pytest.fixture(scope="module")

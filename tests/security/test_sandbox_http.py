@@ -22,6 +22,7 @@ import pytest
 from shapely.geometry import Point
 
 from layers import write_layer
+from mcp_client import stop_server
 from security.sandbox_helpers import require_sandbox, vrt_in_csv, worker_pids
 
 pytestmark = pytest.mark.mcp
@@ -117,9 +118,4 @@ def test_two_http_clients_are_served_by_two_workers_while_one_is_stuck(workspace
             environ = Path(f"/proc/{pid}/environ").read_bytes()
             assert token.encode() not in environ and b"MAPSMITH_HTTP_TOKEN" not in environ
     finally:
-        proc.terminate()  # SIGTERM: the server removes its sandbox's identity folder (SIGKILL would leave it)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_server(proc)
