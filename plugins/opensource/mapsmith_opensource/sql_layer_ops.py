@@ -90,6 +90,12 @@ PROBE_GRID = 5  # the probe samples PROBE_GRID x PROBE_GRID points over the exte
 # big enough to amortise a task, small enough to retry); tests make them smaller.
 PART_OPTIONS = "FILE_SIZE_BYTES '256MB'"
 
+
+def part_name(number: int) -> str:
+    """A written part's file name: zero-padded, so that listing order is row order (part-00002 before part-00010)."""
+    return f"part-{number:05d}.parquet"
+
+
 REGISTRATIONS = (
     Registration(
         "clip_layer",
@@ -255,7 +261,7 @@ def copy_out(ctx: RunContext, con: Any, select: str, layer: _GeoParquet, tables:
         ).fetchone()
     numbered = sorted((int(f.stem.split("-", 1)[1]), f) for f in target.glob("part-*.parquet"))
     for n, file in numbered:
-        renamed = file.with_name(f"part-{n:05d}.parquet")
+        renamed = file.with_name(part_name(n))
         file.rename(renamed)
         if not written:
             _declare_geoparquet(renamed, layer)

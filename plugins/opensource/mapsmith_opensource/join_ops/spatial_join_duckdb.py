@@ -539,6 +539,8 @@ def _copy_joined(ctx: RunContext, con: Any, names: list[str], rows: int, left: _
     Parts are cut by row ids rather than by DuckDB's own file rotation, which a parallel COPY does out of row order
     (sql_layer_ops.copy_out writes its parts with one thread instead; the join's table lives on this connection)."""
 
+    from mapsmith_opensource.sql_layer_ops import part_name  # sql_layer_ops imports this module
+
     target = ctx.temp_output
     assert target is not None
     select = f"SELECT {', '.join(_name(n) for n in names)} FROM joined"
@@ -548,7 +550,7 @@ def _copy_joined(ctx: RunContext, con: Any, names: list[str], rows: int, left: _
     target.mkdir(exist_ok=True)
     start, size, written, number = 0, min(rows, FIRST_PART_ROWS), 0, 0
     while True:
-        part = target / f"part-{number:05d}.parquet"
+        part = target / part_name(number)
         con.execute(
             f"COPY ({select} WHERE rowid >= {start} AND rowid < {start + size}) TO {_text(str(part))} (FORMAT parquet)"
         )
