@@ -439,3 +439,20 @@ def test_neighbours_share_a_plane_within_the_bound_it_records(app, workspace: Pa
         assert d.max() <= 10_000 * (1 + 1e-9)
         assert d.max() >= 10_000 * (1 - bound)
         assert d.min() >= 10_000 * SAG64 * (1 - bound)
+
+
+def test_points_take_the_one_vertex_footprints_the_general_path_gives_them() -> None:
+    from mapsmith_opensource.buffer_local import footprints_of
+
+    geod = Geod(ellps="WGS84")
+    # Points by hand: the equator, near the pole, across the antimeridian, and one with a line after them, which
+    # sends the same points through the general path (the unit-vector centres).
+    points = np.array([[0.0, 0.0], [12.5, 89.9], [179.999, -33.0], [-179.999, 45.25]])
+    fast = footprints_of(points, np.arange(4), 4, geod)
+    with_line = np.vstack([points, [[10.0, 10.0], [10.0, 11.0]]])
+    general = footprints_of(with_line, np.array([0, 1, 2, 3, 4, 4]), 5, geod)
+    assert fast.lon.tolist() == points[:, 0].tolist() == general.lon[:4].tolist()
+    assert fast.lat.tolist() == points[:, 1].tolist() == general.lat[:4].tolist()
+    assert fast.radius_m.tolist() == [0.0] * 4 == general.radius_m[:4].tolist()
+    assert fast.present.all() and general.present.all()
+    assert general.radius_m[4] == pytest.approx(geod.inv(10.0, 10.0, 10.0, 10.5)[2], rel=1e-3)  # the line: ~55 km

@@ -108,6 +108,10 @@ def footprints_of(coords: np.ndarray, owner: np.ndarray, n: int, geod: Geod) -> 
     feature each belongs to, for ``n`` features: the layer's geometries need not be rebuilt in lon/lat."""
     import numpy as np
 
+    if len(owner) == n and np.array_equal(owner, np.arange(n)):
+        # One vertex per feature (a layer of points): each is centred on its vertex with radius 0, as below, without
+        # the unit-vector round trip, whose arrays cost a fresh process 1.1 s of a million points' 1.9 s measure.
+        return Footprints(coords[:, 0].copy(), coords[:, 1].copy(), np.zeros(n), np.ones(n, dtype=bool), coords, owner)
     lon_r, lat_r = np.radians(coords[:, 0]), np.radians(coords[:, 1])
     xyz = np.column_stack([np.cos(lat_r) * np.cos(lon_r), np.cos(lat_r) * np.sin(lon_r), np.sin(lat_r)])
     sums = np.column_stack([np.bincount(owner, xyz[:, k], minlength=n) for k in range(3)])
