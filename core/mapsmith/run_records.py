@@ -14,6 +14,7 @@ those the run produced, read under the output's lock.
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,18 +24,53 @@ from mapsmith.provenance.digests import dataset_digest, digest_rule
 from mapsmith.provenance.manifest import base_record, failed_manifest_path, posix_label, utc_now, write_manifest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from mapsmith.app import MapSmith
     from mapsmith.registry import DatasetInfo, OperationImpl
     from mapsmith.runner import RunContext
 
 
+class DigestsAhead:
+    """The inputs' digests, hashed on a thread of their own while the engine works: the manifest records them
+    once the output is final, and hashing them only then kept a core idle through a one-thread engine (DuckDB's
+    COPY of buffers) and put the hashing on the run's clock after it. The records ask ``digest``, which waits for
+    the thread; an input this did not hash (a path run_sql's SQL named) is hashed by the caller. A digest error
+    is raised where the record asks for it, as when the record hashed the input itself."""
+
+    def __init__(self, digest: Callable[[Path], str], paths: Mapping[str, Path]) -> None:
+        self._paths = dict(paths)
+        self._found: dict[str, str | Exception] = {}
+        self._thread = threading.Thread(target=self._hash, args=(digest,), name="mapsmith-input-digests", daemon=True)
+        self._thread.start()
+
+    def _hash(self, digest: Callable[[Path], str]) -> None:
+        for name, path in self._paths.items():
+            try:
+                self._found[name] = digest(path)
+            except Exception as exc:  # raised to the record that asks for this input
+                self._found[name] = exc
+
+    def digest(self, name: str, path: Path) -> str | None:
+        """``path``'s digest when this hashed it as input ``name``, else None."""
+        if self._paths.get(name) != path:
+            return None
+        self._thread.join()
+        found = self._found[name]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+
 def _input_records(app: MapSmith, ctx: RunContext) -> list[dict[str, Any]]:
     records = []
+    ahead = ctx.digests_ahead
     for name, path in ctx.paths.items():
         info = ctx.inputs.get(name)
+        digest = ahead.digest(name, path) if ahead is not None else None
         rec: dict[str, Any] = {
             "path": posix_label(ctx.given_paths[name]),
-            "sha256": app.digest(path),
+            "sha256": digest if digest is not None else app.digest(path),
             "crs": info.crs_label if info else None,
             "argument": name,
         }

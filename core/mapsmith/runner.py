@@ -61,7 +61,14 @@ from mapsmith.run_outputs import (
     route_to_parts_writers,
     warn_replaced_layers,
 )
-from mapsmith.run_records import answer_record, engine_record, output_record, warn_if_experimental, write_failure
+from mapsmith.run_records import (
+    DigestsAhead,
+    answer_record,
+    engine_record,
+    output_record,
+    warn_if_experimental,
+    write_failure,
+)
 from mapsmith.verify import Check, RunWarning
 
 if TYPE_CHECKING:
@@ -143,6 +150,7 @@ class RunContext:
     # Fields derived from geometry that must describe the geometry written (mapsmith.derived_fields):
     # the run's own measures and those its inputs' manifests record. None for outputs without geometry.
     derived: derived_fields.DerivedPlan | None = None
+    digests_ahead: DigestsAhead | None = None  # the inputs' digests, hashed while the engine works
 
     def set_engine(self, name: str, version: str, **components: str) -> None:
         self.engine_name, self.engine_version = name, version
@@ -304,9 +312,12 @@ def _run_operation(
 
     if choice.impl.validate is not None:
         choice.impl.validate(ctx)  # refusals here come before the engine: no file is touched
+    answers_with_record = not contract.writes_dataset and contract.raw.get("output", {}).get("optional")
+    if contract.writes_dataset or answers_with_record:
+        ctx.digests_ahead = DigestsAhead(app.digest, paths)  # every check before the engine has passed
     if not contract.writes_dataset:
         _compute(ctx, choice.impl.function, choice.impl.engine, operation)
-        if contract.raw.get("output", {}).get("optional"):
+        if answers_with_record:
             # An answer in place of an optional dataset records what a manifest would: inputs by digest.
             ctx.answer["provenance"] = answer_record(app, ctx, choice.record(), started)
         return _result(ctx, choice.record(), None, None, ctx.input_repairs)
