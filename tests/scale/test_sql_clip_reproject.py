@@ -21,6 +21,7 @@ reproject, NAD27 (EPSG:4267) to EPSG:4326 is a datum shift: GeoPandas, with the 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -43,10 +44,10 @@ def g(x: float, y: float) -> tuple[float, float]:
 @pytest.fixture
 def duck(make_app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> Any:
     """A service whose DuckDB engines of the two operations are considered at any size."""
-    from mapsmith_opensource import sql_layer_ops
+    from mapsmith_opensource import reproject_duckdb, sql_layer_ops
 
     monkeypatch.setattr(sql_layer_ops, "CLIP_MIN_ROWS", 0)
-    monkeypatch.setattr(sql_layer_ops, "REPROJECT_MIN_ROWS", 0)
+    monkeypatch.setattr(reproject_duckdb, "REPROJECT_MIN_ROWS", 0)
     return make_app()
 
 
@@ -57,11 +58,11 @@ class _OnGeoPandas:
         self.app, self.monkeypatch = app, monkeypatch
 
     def run(self, operation: str, arguments: dict[str, Any]) -> Any:
-        from mapsmith_opensource import sql_layer_ops
+        from mapsmith_opensource import reproject_duckdb, sql_layer_ops
 
         with self.monkeypatch.context() as patch:
             patch.setattr(sql_layer_ops, "CLIP_MIN_ROWS", 10**12)
-            patch.setattr(sql_layer_ops, "REPROJECT_MIN_ROWS", 10**12)
+            patch.setattr(reproject_duckdb, "REPROJECT_MIN_ROWS", 10**12)
             return self.app.run(operation, arguments)
 
 
@@ -398,3 +399,108 @@ async def test_clip_and_reproject_run_on_duckdb_over_mcp(workspace: Path, anyio_
     assert (p2.x, p2.y) == pytest.approx((lon, lat), abs=TOLERANCE_DEGREES)
     record = json.loads((workspace / "r.parquet.provenance.json").read_text("utf-8"))
     assert record["x-mapsmith:engine_choice"]["engine"] == "duckdb"
+
+
+def _output_scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files the runner's read-back scans (layer_facts.scan_facts, as io.inspect calls it)."""
+    from mapsmith_opensource import io
+
+    scanned: list[str] = []
+    real = io.scan_facts
+
+    def scan(path: Path, *args: Any, **kwargs: Any) -> Any:
+        scanned.append(Path(path).name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(io, "scan_facts", scan)
+    return scanned
+
+
+def test_reprojected_points_are_counted_valid_in_the_copy_with_the_geopandas_record(  # type: ignore[no-untyped-def]
+    duck, reference, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three finite points, one missing and one empty, UTM 10N to EPSG:4326: each point is tested in the COPY
+    (reproject_duckdb._checked_points_sql), so the written file is not scanned again, and the record (checks
+    included: 5 rows, 0 invalid) is the GeoPandas engine's, which scans its output."""
+    write_layer(
+        workspace / "clean.parquet",
+        [Point(X0, Y0), Point(g(100, 100)), None, Point(), Point(g(-2_000, 7_000))],
+        UTM,
+        pid=["A", "B", "C", "D", "E"],
+    )
+    arguments = {"input_path": "clean.parquet", "target_crs": "EPSG:4326"}
+    scanned = _output_scans(monkeypatch)
+    result = duck.run("reproject_layer", {**arguments, "output_path": "r.parquet"})
+    assert result.engine["name"] == "duckdb"
+    assert not [name for name in scanned if "r.parquet" in name]  # the output was not read again
+    out = read(workspace / "r.parquet")
+    assert (out.geometry.iloc[4].x, out.geometry.iloc[4].y) == pytest.approx(
+        _independent_lonlat(*g(-2_000, 7_000)), abs=TOLERANCE_DEGREES
+    )
+    checks = {c["name"]: c for c in manifest(workspace / "r.parquet")["verification"]}
+    assert checks["geometry_valid"]["passed"]
+    reference.run("reproject_layer", {**arguments, "output_path": "ref.parquet"})
+    _same_columns(workspace, "r.parquet", "ref.parquet")
+    _same_record(workspace, "r.parquet", "ref.parquet")
+
+
+@pytest.mark.parametrize("output", ["o.parquet", "o.parquet/"])
+def test_a_point_the_target_cannot_place_is_refused_by_both_engines_with_its_index(  # type: ignore[no-untyped-def]
+    duck, reference, workspace: Path, output: str
+) -> None:
+    """(-33, 0) lies 90 degrees from UTM zone 10's central meridian (123 W) on the equator, where PROJ's transverse
+    Mercator answers (inf, inf), as pyproj does (worked out below). Before, both engines wrote it and failed in the
+    runner's repair with ENGINE_GEOMETRY_ERROR and a hint to repair the input, which is valid. Now both refuse with
+    REPROJECT_OUTSIDE_TARGET naming feature 1. The probe's 5 x 5 grid over the extent (-123..-20, -10..10) misses
+    (-33, 0) and is finite, so DuckDB runs and its test in the COPY stops there."""
+    from pyproj import Transformer
+
+    from mapsmith.errors import InputError
+
+    to_utm = Transformer.from_crs("EPSG:4326", UTM, always_xy=True)
+    assert to_utm.transform(-33.0, 0.0) == (math.inf, math.inf)
+    assert all(math.isfinite(v) for v in to_utm.transform(-20.0, 0.0))  # a probe node: finite
+    points = [Point(-123.0, -10.0), Point(-33.0, 0.0), Point(-20.0, 10.0)]
+    write_layer(workspace / "far.parquet", points, "EPSG:4326", pid=["A", "B", "C"])
+    arguments = {"input_path": "far.parquet", "target_crs": UTM, "output_path": output}
+    for service, engine in ((duck, "duckdb"), (reference, "geopandas")):
+        with pytest.raises(InputError) as refused:
+            service.run("reproject_layer", arguments)
+        error = refused.value.to_dict()
+        assert error["code"] == "REPROJECT_OUTSIDE_TARGET"
+        assert error["evidence"]["features"] == 1
+        assert error["evidence"]["first_features"] == [{"index": 1, "x": -33.0, "y": 0.0}]
+        assert "describe_dataset" in error["hint"] and "resolve_crs" in error["hint"]
+        assert not (workspace / output.rstrip("/")).exists()
+        (failed,) = workspace.glob("o.parquet.failed*.json")
+        # a folder of parts has DuckDB's engine only (GeoPandas writes one file): it refuses twice
+        assert manifest_engine(failed) == ("duckdb" if output.endswith("/") else engine)
+        failed.unlink()
+    # the clean twin: the same layer without (-33, 0) is reprojected on DuckDB, each point where pyproj puts it
+    write_layer(workspace / "near.parquet", [points[0], points[2]], "EPSG:4326", pid=["A", "C"])
+    result = duck.run("reproject_layer", {**arguments, "input_path": "near.parquet"})
+    assert result.engine["name"] == "duckdb"
+    out = read(workspace / output.rstrip("/"))
+    got = [v for p in out.geometry for v in (p.x, p.y)]
+    assert got == pytest.approx([*to_utm.transform(-123.0, -10.0), *to_utm.transform(-20.0, 10.0)], abs=1e-9)
+
+
+def test_an_extent_reaching_where_the_target_cannot_place_points_goes_to_geopandas(duck, workspace: Path) -> None:  # type: ignore[no-untyped-def]
+    """Points at (-123, 45) and (-33, 0): the probe's grid has (-33, 0) as a node, PROJ answers it with infinity,
+    so the DuckDB engine is passed over with the reason and the GeoPandas engine refuses feature 1."""
+    from mapsmith.errors import InputError
+
+    write_layer(workspace / "far.parquet", [Point(-123.0, 45.0), Point(-33.0, 0.0)], "EPSG:4326", pid=["A", "B"])
+    with pytest.raises(InputError) as refused:
+        duck.run("reproject_layer", {"input_path": "far.parquet", "target_crs": UTM, "output_path": "o.parquet"})
+    assert refused.value.code == "REPROJECT_OUTSIDE_TARGET"
+    assert refused.value.to_dict()["evidence"]["first_features"] == [{"index": 1, "x": -33.0, "y": 0.0}]
+    (failed,) = workspace.glob("o.parquet.failed*.json")
+    record = json.loads(failed.read_text("utf-8"))
+    assert record["engine"]["name"] == "geopandas"
+    (passed,) = record["x-mapsmith:engine_choice"]["passed_over"]
+    assert "the data's extent reaches where EPSG:32610 cannot place points" in passed["reason"]
+
+
+def manifest_engine(path: Path) -> str:
+    return str(json.loads(path.read_text("utf-8"))["engine"]["name"])

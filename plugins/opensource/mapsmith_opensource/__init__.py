@@ -112,7 +112,8 @@ OPERATION_MODULES = (
     "terrain_ops",
     "hydrology_ops",
     "sql_ops",
-    "sql_layer_ops",  # clip_layer (points) and reproject_layer (conversions) on DuckDB, file to file
+    "sql_layer_ops",  # clip_layer (points) on DuckDB, file to file
+    "reproject_duckdb",  # reproject_layer (conversions) on DuckDB, file to file
     "select_duckdb",  # select_features by attribute on DuckDB, file to file
     "buffer_duckdb",  # buffer_layer of points in their own projected CRS on DuckDB, file to file
     "acquire_ops",  # fetch_dataset: in the sandbox, the one worker with a network (mapsmith.fetch)

@@ -1,4 +1,5 @@
-"""clip_layer and reproject_layer inside DuckDB, GeoParquet file to GeoParquet file: no feature of input_path
+"""clip_layer and reproject_layer inside DuckDB (reproject_layer's engine is reproject_duckdb, built on the
+copy_out and the checks here), GeoParquet file to GeoParquet file: no feature of input_path
 passes through Python. input_path may be a folder of plain GeoParquet parts (mapsmith.parts): DuckDB reads them
 in listing order, the order GeoPandas reads the folder in, and a row's position is counted across them.
 
@@ -35,15 +36,13 @@ than the one the GeoPandas engine writes, or report a count it did not read from
 
 from __future__ import annotations
 
-import dataclasses
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from mapsmith import parts
-from mapsmith.crs import choose_transformer, crs_label, parse_crs
-from mapsmith.errors import MapSmithError
+from mapsmith.crs import crs_label, parse_crs
 from mapsmith_opensource import io
-from mapsmith_opensource.common import align_to, engine_versions, read_input, warn_about_transformation
+from mapsmith_opensource.common import align_to, engine_versions, read_input
 from mapsmith_opensource.join_ops.spatial_join_duckdb import (
     DUCKDB_PREFERENCE,
     _declare_geoparquet,
@@ -79,13 +78,10 @@ ENGINE = "duckdb"
 # (command: a script that spawns `MapSmith(env).run(...)` per run and reads os.wait4's rusage; the report
 # of this change has it). Each engine is preferred from the smallest size at which it was clearly cheaper;
 # below, the gain is within the noise and GeoPandas, the small-data engine, keeps the run.
+# reproject_layer's threshold, from the second row, is reproject_duckdb.REPROJECT_MIN_ROWS.
 CLIP_MIN_ROWS = 30_000
-REPROJECT_MIN_ROWS = 100_000
 # Overrides both thresholds, select_duckdb's and buffer_duckdb's (benchmarks force an engine with it).
 MIN_FEATURES_ENV = "MAPSMITH_DUCKDB_LAYER_MIN_FEATURES"
-# reproject_layer's probe: DuckDB's coordinates must equal pyproj's to this many units of the target CRS.
-PROBE_TOLERANCE = 1e-9
-PROBE_GRID = 5  # the probe samples PROBE_GRID x PROBE_GRID points over the extent
 # A folder of parts (output_path ending in ".parquet/") is cut into parts of about this size (docs/scaling.md:
 # big enough to amortise a task, small enough to retry); tests make them smaller.
 PART_OPTIONS = "FILE_SIZE_BYTES '256MB'"
@@ -104,14 +100,6 @@ REGISTRATIONS = (
         preference=DUCKDB_PREFERENCE,
         eligible="clip_eligible",
         writes_parts=True,  # copy_out
-    ),
-    Registration(
-        "reproject_layer",
-        "reproject_layer_duckdb",
-        engine=ENGINE,
-        preference=DUCKDB_PREFERENCE,
-        eligible="reproject_eligible",
-        writes_parts=True,
     ),
 )
 
@@ -379,163 +367,3 @@ def clip_layer_duckdb(ctx: RunContext) -> None:
         ctx.output_stats = OutputStats(
             feature_count=written, invalid_count=0, geometry_types=("Point",) if written else ()
         )
-
-
-# -- reproject_layer ----------------------------------------------------------------------------
-
-
-def _conversion_only(transformer: Any) -> bool:
-    """Whether every step of the chosen operation is a PROJ Conversion (no datum shift, no grid)."""
-    operation = transformer.to_json_dict()
-    steps = operation.get("steps") if operation.get("type") == "ConcatenatedOperation" else [operation]
-    return bool(steps) and all(step.get("type") == "Conversion" for step in steps)
-
-
-def _moved(geometry: str, source_id: str, target_id: str) -> str:
-    """``geometry`` (an expression) transformed and typed with the target CRS, which DuckDB writes as PROJJSON."""
-    return (
-        f"ST_Transform({geometry}, {_text(source_id)}, {_text(target_id)}, always_xy := true)"
-        f"::GEOMETRY({_text(target_id)})"
-    )
-
-
-def _transform_sql(layer: _GeoParquet, source_id: str, target_id: str) -> str:
-    """Every field in file order, the geometry transformed in place."""
-    moved = _moved(f"{_name(layer.geometry)}::GEOMETRY", source_id, target_id)
-    return ", ".join(f"{moved} AS {_name(c)}" if c == layer.geometry else _name(c) for c in layer.columns)
-
-
-def _probe(source_id: str, target: CRS, target_id: str, transformer: Any, bounds: Any) -> str | None:
-    """Run the engine's own SQL on a grid over the extent, write it, read it back: why it differs, or None."""
-    import json
-    import tempfile
-    from pathlib import Path
-
-    import duckdb
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    import shapely
-    from pyproj import CRS
-
-    xmin, ymin, xmax, ymax = bounds
-    xs, ys = np.meshgrid(np.linspace(xmin, xmax, PROBE_GRID), np.linspace(ymin, ymax, PROBE_GRID))
-    points = shapely.points(xs.ravel(), ys.ravel())
-    want_x, want_y = transformer.transform(xs.ravel(), ys.ravel())
-    with tempfile.TemporaryDirectory(prefix="mapsmith-probe-") as scratch, duckdb_database().cursor() as con:
-        out = Path(scratch) / "probe.parquet"
-        con.register("probe", pa.table({"geometry": pa.array(shapely.to_wkb(points), type=pa.binary())}))
-        select = _moved("ST_GeomFromWKB(geometry)", source_id, target_id) + " AS geometry"
-        try:
-            con.execute(f"COPY (SELECT {select} FROM probe) TO {_text(str(out))} (FORMAT parquet)")
-        except duckdb.Error as exc:
-            return f"DuckDB's ST_Transform from {source_id} to {target_id} failed on the data's extent ({exc})"
-        table = pq.read_table(out)
-        geo = json.loads((table.schema.metadata or {}).get(b"geo") or b"{}")
-    written = geo.get("columns", {}).get("geometry", {}).get("crs")
-    if written is None or not CRS.from_json_dict(written).equals(target):
-        return f"DuckDB writes {target_id} with a definition other than the target CRS's"
-    got = shapely.get_coordinates(shapely.from_wkb(table.column("geometry").to_numpy(zero_copy_only=False)))
-    error = float(np.nanmax(np.abs(got - np.column_stack([want_x, want_y])))) if len(got) == len(points) else None
-    if error is None or not error <= PROBE_TOLERANCE:
-        return (
-            f"DuckDB's ST_Transform from {source_id} to {target_id} differs from the chosen PROJ pipeline by "
-            f"{error if error is not None else 'a dropped point'} units on the data's extent (more than "
-            f"{PROBE_TOLERANCE:g})"
-        )
-    return None
-
-
-def reproject_eligible(ctx: RunContext) -> str | None:
-    """Why DuckDB cannot take this reproject_layer, or None when it can."""
-    problem, layer = _layer_problem(ctx, "reproject_layer", REPROJECT_MIN_ROWS)
-    if problem is not None:
-        return problem
-    assert layer is not None
-    types = _footer_types(layer.path, layer.geometry)
-    if not types or any(t.endswith((" Z", " M", " ZM")) for t in types):
-        declared = ", ".join(types) if types else "no geometry types"
-        return (
-            f"input_path's footer declares {declared}; the DuckDB reproject_layer takes declared 2-D geometries "
-            "only (the GeoPandas engine transforms Z too)"
-        )
-    info = ctx.inputs["input_path"]
-    source = parse_crs(info.crs_wkt)
-    try:
-        target = parse_crs(ctx.arguments["target_crs"])
-        transformer, record = choose_transformer(
-            source, target, info.bounds_lonlat, allow_ballpark=bool(ctx.arguments.get("allow_ballpark", False))
-        )
-    except MapSmithError as exc:
-        return f"the transformation could not be chosen ({exc.code}); the GeoPandas engine reports why"
-    if not _conversion_only(transformer) or record.get("is_ballpark"):
-        return (
-            f"{crs_label(source)} to {crs_label(target)} is not a conversion alone (a datum shift or a grid): DuckDB's "
-            "PROJ could choose another operation than the one recorded"
-        )
-    target_id = crs_label(target)
-    if target_id is None or ":" not in target_id:
-        return f"the target CRS ({target_id}) has no authority code, which is how DuckDB names a CRS"
-    source_id = layer.crs_id or ("OGC:CRS84" if not layer.crs else None)
-    if source_id is None:
-        return "input_path's PROJJSON CRS has no id, which is how DuckDB names a CRS"
-    if info.bounds is None:
-        return "input_path's extent is unknown, so the DuckDB probe has nothing to sample"
-    return _probe(source_id, target, target_id, transformer, info.bounds)
-
-
-def _record_reprojection(ctx: RunContext, source: CRS, target: CRS, record: dict[str, Any]) -> None:
-    """What reproject_ops.reproject_layer records, for a conversion (no ballpark can reach this engine)."""
-    ctx.expected_output_crs = target.to_wkt()
-    ctx.parameters["target_crs"] = crs_label(target)
-    ctx.parameters["allow_ballpark"] = bool(ctx.arguments.get("allow_ballpark", False))
-    ctx.crs_decisions.update(
-        {
-            "analysis_crs": crs_label(target),
-            "reason": f"reprojection requested from {crs_label(source)} to {crs_label(target)}",
-            "source_crs": crs_label(source),
-            "target_crs": crs_label(target),
-            "transformation": record,
-        }
-    )
-    warn_about_transformation(ctx, record, f"{crs_label(source)} to {crs_label(target)}")
-
-
-def reproject_layer_duckdb(ctx: RunContext) -> None:
-    """reproject_layer inside DuckDB: ST_Transform on every row, file to file, the CRS written as the target's.
-
-    The output's validity is not assumed: a transformation can make a valid polygon invalid or a point
-    infinite, so the runner counts it in the written file (verify.facts, in DuckDB).
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    _set_engine(ctx)
-    info = ctx.inputs["input_path"]
-    layer = _geoparquet(ctx.paths["input_path"], "input_path")
-    source = parse_crs(info.crs_wkt)
-    target = parse_crs(ctx.arguments["target_crs"])
-    _, record = choose_transformer(
-        source, target, info.bounds_lonlat, allow_ballpark=bool(ctx.arguments.get("allow_ballpark", False))
-    )
-    source_id, target_id = layer.crs_id or "OGC:CRS84", crs_label(target)
-    assert ctx.temp_output is not None and target_id is not None  # both checked by reproject_eligible
-    db = duckdb_database()
-    con, scanner = db.cursor(), db.cursor()
-    try:
-        # The validity scan runs beside the transformation (neither reads the other's result); both are
-        # recorded afterwards, in the GeoPandas engine's order.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            scanning = pool.submit(_inspect_input, scanner, layer)
-            # DuckDB leaves out the GeoParquet metadata when no row has a geometry: the target's CRS is declared
-            copy_out(
-                ctx,
-                con,
-                f"SELECT {_transform_sql(layer, source_id, target_id)} FROM {parts.parquet_source(layer.path)}",
-                dataclasses.replace(layer, crs={"crs": target.to_json_dict()}),
-            )
-            inspected = scanning.result()
-    finally:
-        con.close()
-        scanner.close()
-    _record_input_validity(ctx, inspected)
-    _record_reprojection(ctx, source, target, record)
