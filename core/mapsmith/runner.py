@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapsmith import crsguard, derived_fields, verify
+from mapsmith import crsguard, derived_fields
 from mapsmith.contracts import OUTPUT_ARGUMENT, OVERWRITE_ARGUMENT, OperationContract
 from mapsmith.errors import (
     EngineError,
@@ -69,13 +69,13 @@ from mapsmith.run_records import (
     warn_if_experimental,
     write_failure,
 )
+from mapsmith.run_verify import crs_equal, main_input, verify_and_repair, verify_raster
 from mapsmith.verify import Check, RunWarning
 
 if TYPE_CHECKING:
     from mapsmith.app import MapSmith
     from mapsmith.workspace import Workspace
 
-MAX_REPAIR_ROUNDS = 2
 _INPUT_VALID = "x-mapsmith:input_geometry_valid"  # the check an engine records while reading an input
 __all__ = [
     "NAME_MAX_BYTES",
@@ -183,14 +183,6 @@ class OperationResult:
         return dict(self.__dict__)
 
 
-def _crs_equal(a: str | None, b: str | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    from pyproj import CRS
-
-    return CRS.from_user_input(a).equals(CRS.from_user_input(b), ignore_axis_order=True)
-
-
 def run_operation(
     app: MapSmith,
     operation: str,
@@ -264,7 +256,7 @@ def _run_operation(
     )
 
     # -- preconditions: headers only, before the engine runs ---------------------------------
-    checks, warnings, inputs, layers = check_inputs(app, contract, args, io, slots, paths, _crs_equal)
+    checks, warnings, inputs, layers = check_inputs(app, contract, args, io, slots, paths, crs_equal)
     # ".json" is a table of records (tables.py); GeoJSON is written as ".geojson".
     if output is not None and output.suffix.lower() == ".geojson":
         require_wgs84_for_geojson(contract, args, inputs.get("input_path"))
@@ -348,9 +340,9 @@ def _run_operation(
         if ctx.table_output is not None:
             final_temp, repairs, out_info = temp, [], ctx.table_output  # checked by tables.verify_table
         elif contract.output_kind == "dataset:raster":
-            final_temp, repairs, out_info = temp, [], _verify_raster(ctx, io, temp)
+            final_temp, repairs, out_info = temp, [], verify_raster(ctx, io, temp)
         else:
-            final_temp, repairs, out_info = _verify_and_repair(ctx, io, temp, leftovers)
+            final_temp, repairs, out_info = verify_and_repair(ctx, io, temp, leftovers)
         if final_temp != temp:
             check_output_size(final_temp, given, app.environ)  # a repair round rewrote it
         repairs = ctx.input_repairs + repairs
@@ -438,13 +430,6 @@ def _compute(ctx: RunContext, function: Callable[[RunContext], Any], engine: str
         raise translate_engine_error(exc, engine=engine, operation=operation, workspace_root=root) from exc
 
 
-def main_input(ctx: RunContext) -> DatasetInfo | None:
-    """The input an output is compared with: input_path, else the first of a list (input_paths[0])."""
-    return ctx.inputs.get("input_path") or next(
-        (info for slot, info in ctx.inputs.items() if info.kind != "table" and slot.endswith("[0]")), None
-    )
-
-
 def _refuse_failed_checks(ctx: RunContext, operation: str) -> None:
     failed = [c for c in ctx.checks if not c.passed and c.critical]
     if failed:
@@ -472,87 +457,6 @@ def _replace(source: Path, target: Path) -> None:
     os.replace(source, target)
 
 
-def _verify_raster(ctx: RunContext, io: DatasetIO, temp: Path) -> DatasetInfo:
-    """A raster is read back whole (header and per-band statistics) and compared with the grid the
-    implementation meant to write; there is no geometry to repair."""
-    main = main_input(ctx)
-    out = io.inspect(temp, None, validity=True)
-    if ctx.contract.crs_effect == "transforms":
-        expected = ctx.expected_output_crs
-    else:
-        expected = main.crs_wkt if main else None
-    ctx.checks.extend(
-        verify.raster_output_checks(
-            ctx.contract,
-            out,
-            ctx.expected_grid,
-            expected_crs_label=_label(expected),
-            crs_equal=_crs_equal(expected, out.crs_wkt) if expected else out.crs_wkt is not None,
-            input_grid=main.grid if main is not None and main.kind == "raster" else None,
-        )
-    )
-    return out
-
-
-def _verify_and_repair(
-    ctx: RunContext, io: DatasetIO, temp: Path, leftovers: list[Path]
-) -> tuple[Path, list[dict[str, Any]], DatasetInfo]:
-    contract = ctx.contract
-    main = main_input(ctx)
-    expected = ctx.expected_output_crs if contract.crs_effect == "transforms" else (main.crs_wkt if main else None)
-    expected_label = _label(expected)
-    repairs: list[dict[str, Any]] = []
-    current = temp
-    wants_validity = "geometry_valid" in contract.checks
-    for round_no in range(MAX_REPAIR_ROUNDS + 1):
-        # The header is always read back from the written file (count, CRS, declared types). The
-        # validity scan is taken from the engine's own frame when the writer reported it for a
-        # lossless format (see OutputStats): re-reading a million polygons would double the run.
-        stats = ctx.output_stats if round_no == 0 else None
-        out = io.inspect(current, None, validity=wants_validity and stats is None)
-        if stats is not None:
-            out = dataclasses.replace(
-                out,
-                invalid_count=stats.invalid_count,
-                geometry_types=stats.geometry_types if stats.feature_count else out.geometry_types,
-            )
-        checks = verify.output_checks(
-            contract,
-            out,
-            expected_crs_label=expected_label,
-            crs_equal=_crs_equal(expected, out.crs_wkt) if expected else out.crs_wkt is not None,
-            input_count=main.feature_count if main else None,
-            input_families=main.geometry_families if main else frozenset(),
-        )
-        if round_no == 0 and ctx.derived is not None:
-            _check_derived(ctx, ctx.derived, out)
-        invalid = next((c for c in checks if c.name == "geometry_valid" and not c.passed), None)
-        if invalid is None or round_no == MAX_REPAIR_ROUNDS:
-            break
-        if ctx.derived is not None:
-            derived_fields.refuse_repair(ctx.derived, contract.name, out.fields, out.invalid_count or 0)
-        repaired = current.with_name(f"{current.stem}.repair{round_no + 1}{current.suffix}")
-        leftovers.append(repaired)
-        report = io.repair_geometries(current, repaired, None)
-        after = io.inspect(repaired, None, validity=True)
-        repairs.append(
-            {
-                "check": "geometry_valid",
-                "action": f"round {round_no + 1}: {report.get('action', 'make_valid')} on {out.invalid_count} "
-                f"invalid geometries ({invalid.detail})",
-                "resolved": after.invalid_count == 0,
-                "x-mapsmith:report": report,
-            }
-        )
-        current = repaired  # swapped in only now that the repaired file is complete
-    ctx.checks.extend(checks)
-    if ctx.derived is not None:
-        recorded = derived_fields.manifest_record(ctx.derived, out.fields, out.geometry_families)
-        if recorded:
-            ctx.parameters["x-mapsmith:derived_fields"] = recorded
-    return current, repairs, out
-
-
 def _derived_plan(app: MapSmith, ctx: RunContext) -> derived_fields.DerivedPlan:
     """This run's derived fields: its own, and those the manifests beside its vector inputs record."""
     inherited: list[derived_fields.DerivedField] = []
@@ -561,23 +465,6 @@ def _derived_plan(app: MapSmith, ctx: RunContext) -> derived_fields.DerivedPlan:
             inherited += derived_fields.inherited_fields(ctx.paths[key], ctx.layers.get(key), info.fields, app.digest)
     main = main_input(ctx)
     return derived_fields.plan(ctx.contract.name, ctx.arguments, inherited, main.crs_label if main else None)
-
-
-def _check_derived(ctx: RunContext, plan: derived_fields.DerivedPlan, out: DatasetInfo) -> None:
-    """Refuse stale derived fields no engine measured again; warn about measure-like fields carried."""
-    derived_fields.check_written(plan, ctx.contract.name, out.fields)
-    input_fields = [name for info in ctx.inputs.values() if info.kind == "vector" for name in info.fields]
-    warning = derived_fields.carried_measure_warning(plan, ctx.contract.name, out.fields, input_fields)
-    if warning is not None:
-        ctx.warnings.append(warning)
-
-
-def _label(wkt: str | None) -> str | None:
-    if wkt is None:
-        return None
-    from mapsmith.crs import crs_label
-
-    return crs_label(wkt)
 
 
 def _result(
