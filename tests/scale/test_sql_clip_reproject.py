@@ -451,7 +451,7 @@ def test_a_point_the_target_cannot_place_is_refused_by_both_engines_with_its_ind
     """(-33, 0) lies 90 degrees from UTM zone 10's central meridian (123 W) on the equator, where PROJ's transverse
     Mercator answers (inf, inf), as pyproj does (worked out below). Before, both engines wrote it and failed in the
     runner's repair with ENGINE_GEOMETRY_ERROR and a hint to repair the input, which is valid. Now both refuse with
-    REPROJECT_OUTSIDE_TARGET naming feature 1. The probe's 5 x 5 grid over the extent (-123..-20, -10..10) misses
+    OUTSIDE_TARGET_CRS naming feature 1. The probe's 5 x 5 grid over the extent (-123..-20, -10..10) misses
     (-33, 0) and is finite, so DuckDB runs and its test in the COPY stops there."""
     from pyproj import Transformer
 
@@ -467,7 +467,7 @@ def test_a_point_the_target_cannot_place_is_refused_by_both_engines_with_its_ind
         with pytest.raises(InputError) as refused:
             service.run("reproject_layer", arguments)
         error = refused.value.to_dict()
-        assert error["code"] == "REPROJECT_OUTSIDE_TARGET"
+        assert error["code"] == "OUTSIDE_TARGET_CRS"
         assert error["evidence"]["features"] == 1
         assert error["evidence"]["first_features"] == [{"index": 1, "x": -33.0, "y": 0.0}]
         assert "describe_dataset" in error["hint"] and "resolve_crs" in error["hint"]
@@ -493,7 +493,7 @@ def test_an_extent_reaching_where_the_target_cannot_place_points_goes_to_geopand
     write_layer(workspace / "far.parquet", [Point(-123.0, 45.0), Point(-33.0, 0.0)], "EPSG:4326", pid=["A", "B"])
     with pytest.raises(InputError) as refused:
         duck.run("reproject_layer", {"input_path": "far.parquet", "target_crs": UTM, "output_path": "o.parquet"})
-    assert refused.value.code == "REPROJECT_OUTSIDE_TARGET"
+    assert refused.value.code == "OUTSIDE_TARGET_CRS"
     assert refused.value.to_dict()["evidence"]["first_features"] == [{"index": 1, "x": -33.0, "y": 0.0}]
     (failed,) = workspace.glob("o.parquet.failed*.json")
     record = json.loads(failed.read_text("utf-8"))

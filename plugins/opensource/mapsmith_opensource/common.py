@@ -374,7 +374,60 @@ def align_to(ctx: RunContext, gdf: gpd.GeoDataFrame, target: CRS, key: str) -> g
         "transformation": record,
     }
     warn_about_transformation(ctx, record, f"{key}: {crs_label(gdf.crs)} to {crs_label(target)}")
-    return transform_frame(gdf, transformer, target)
+    moved = transform_frame(gdf, transformer, target)
+    # A feature PROJ cannot place in the main input's CRS has infinite coordinates there, on which GEOS answers
+    # anything: a clip mask with one such vertex kept points 17 km outside it, and the run passed.
+    label = crs_label(target)
+    hint = (
+        f"{key} is moved into input_path's CRS ({label}) for this operation, and that CRS cannot hold the features "
+        "named: reproject_layer input_path to a CRS whose area of use covers both layers (describe_dataset gives "
+        "each layer's extent in lon/lat, resolve_crs a CRS's area of use; EPSG:4326 places every point), then run "
+        "this operation on that"
+    )
+    check_placed(gdf.geometry.values, moved.geometry.values, key, label, hint)
+    return moved
+
+
+# How many of the features a CRS cannot place a refusal names.
+OUTSIDE_NAMED = 5
+
+
+def outside_target(
+    argument: str, target: str | None, count: int, first: list[tuple[int, float, float]], hint: str
+) -> InputError:
+    """The refusal of ``count`` features of ``argument`` whose finite coordinates PROJ answers with infinite ones in
+    ``target``; ``first``: the first few as (feature index, x, y in the argument's own CRS), by either engine."""
+    where = ", ".join(f"feature {n} at ({x:.6g}, {y:.6g})" for n, x, y in first)
+    return InputError(
+        f"{count} feature(s) of {argument} lie where {target} cannot place them: PROJ answers their coordinates "
+        f"with infinite ones ({where}{', ...' if count > len(first) else ''})",
+        code="OUTSIDE_TARGET_CRS",
+        evidence={
+            "argument": argument,
+            "target_crs": target,
+            "features": count,
+            "first_features": [{"index": n, "x": x, "y": y} for n, x, y in first],
+        },
+        hint=hint,
+    )
+
+
+def check_placed(before: Any, after: Any, argument: str, target: str | None, hint: str) -> None:
+    """Refuse (outside_target) when a feature of ``before`` with finite x and y has an infinite or NaN one in
+    ``after``, the same geometries transformed."""
+    import numpy as np
+    import shapely
+
+    old, owner = shapely.get_coordinates(before, return_index=True)
+    new = shapely.get_coordinates(after)
+    lost = np.isfinite(old[:, :2]).all(axis=1) & ~np.isfinite(new[:, :2]).all(axis=1)
+    if lost.any():
+        features = np.unique(owner[lost])
+        first = []
+        for n in features[:OUTSIDE_NAMED]:
+            x, y = old[np.flatnonzero(lost & (owner == n))[0], :2]
+            first.append((int(n), float(x), float(y)))
+        raise outside_target(argument, target, len(features), first, hint)
 
 
 def warn_about_transformation(ctx: RunContext, record: dict[str, Any], pair: str) -> None:

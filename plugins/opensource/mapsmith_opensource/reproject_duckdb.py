@@ -4,7 +4,7 @@ takes, what it must never do and how it was measured: sql_layer_ops' docstring, 
 Points are tested in the COPY's own pass (``_checked_points_sql``): a point written where its source is and with
 finite coordinates is valid, so the runner need not read the file again to count validity. A point PROJ cannot place
 in the target CRS (a finite coordinate answered with an infinite one) refuses the run with the GeoPandas engine's
-REPROJECT_OUTSIDE_TARGET (reproject_ops.outside_target). Split from sql_layer_ops along the operation's seam.
+OUTSIDE_TARGET_CRS (common.outside_target). Split from sql_layer_ops along the operation's seam.
 """
 
 from __future__ import annotations
@@ -283,10 +283,11 @@ def _copy_checked(ctx: RunContext, con: Any, select: str, layer: _GeoParquet) ->
 
 
 def _refuse_outside_target(con: Any, layer: _GeoParquet, source_id: str, target_id: str) -> None:
-    """reproject_ops.outside_target for the points read with finite coordinates and transformed to non-finite or no
-    coordinates, as the GeoPandas engine refuses them (reproject_ops.check_placed); nothing when there are none (a
+    """common.outside_target for the points read with finite coordinates and transformed to non-finite or no
+    coordinates, as the GeoPandas engine refuses them (common.check_placed); nothing when there are none (a
     point read with a NaN coordinate, which PROJ answers with the empty point, failed the test)."""
-    from mapsmith_opensource.reproject_ops import OUTSIDE_NAMED, outside_target
+    from mapsmith_opensource.common import OUTSIDE_NAMED, outside_target
+    from mapsmith_opensource.reproject_ops import REPROJECT_HINT
 
     finite = "isfinite(ST_X({0})) AND isfinite(ST_Y({0}))"
     lost = f"NOT ST_IsEmpty(g) AND {finite.format('g')} AND NOT coalesce({finite.format('t')}, false)"  # t empty: NULL
@@ -295,4 +296,5 @@ def _refuse_outside_target(con: Any, layer: _GeoParquet, source_id: str, target_
         f"FROM {_rows_of(layer)}) WHERE {lost} ORDER BY n LIMIT {OUTSIDE_NAMED}"
     ).fetchall()
     if found:
-        raise outside_target(target_id, int(found[0][3]), [(int(n), float(x), float(y)) for n, x, y, _ in found])
+        first = [(int(n), float(x), float(y)) for n, x, y, _ in found]
+        raise outside_target("input_path", target_id, int(found[0][3]), first, REPROJECT_HINT)

@@ -8,65 +8,35 @@ What this module must never do: move coordinates between two different datums by
 refuses with ``CRS_BALLPARK_REFUSED`` and the error expected at the data in metres. Nor write a
 feature the target CRS cannot place: where PROJ answers a finite coordinate with an infinite one
 (a transverse Mercator 90 degrees from its meridian, a Mercator beyond the pole), the run is refused
-with ``REPROJECT_OUTSIDE_TARGET`` (``outside_target``); a NaN coordinate read is already invalid and
+with ``OUTSIDE_TARGET_CRS`` (``common.check_placed``); a NaN coordinate read is already invalid and
 written empty, as PROJ answers it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mapsmith.crs import choose_transformer, crs_label, parse_crs
-from mapsmith.errors import InputError
-from mapsmith_opensource.common import read_input, set_engine, transform_frame, warn_about_transformation, write_output
+from mapsmith_opensource.common import (
+    check_placed,
+    read_input,
+    set_engine,
+    transform_frame,
+    warn_about_transformation,
+    write_output,
+)
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
-# How many of the features the target CRS cannot place a refusal names.
-OUTSIDE_NAMED = 5
-
-
-def outside_target(target: str | None, count: int, first: list[tuple[int, float, float]]) -> InputError:
-    """The refusal of ``count`` features whose finite coordinates the target CRS answers with infinite ones;
-    ``first``: the first few as (feature index, x, y in input_path's CRS), by either engine."""
-    where = ", ".join(f"feature {n} at ({x:.6g}, {y:.6g})" for n, x, y in first)
-    return InputError(
-        f"{count} feature(s) of input_path lie where {target} cannot place them: PROJ answers their coordinates "
-        f"with infinite ones ({where}{', ...' if count > len(first) else ''})",
-        code="REPROJECT_OUTSIDE_TARGET",
-        evidence={
-            "argument": "input_path",
-            "target_crs": target,
-            "features": count,
-            "first_features": [{"index": n, "x": x, "y": y} for n, x, y in first],
-        },
-        hint="choose a target_crs whose area of use covers the data: describe_dataset gives input_path's extent in "
-        "lon/lat, and resolve_crs a CRS's area of use (a UTM zone reaches about 3 degrees either side of its "
-        "meridian; EPSG:4326 places every point)",
-    )
-
-
-def check_placed(before: Any, after: Any, target: str | None) -> None:
-    """Refuse (outside_target) when a feature of ``before`` with finite x and y has an infinite or NaN one in
-    ``after``, the same geometries transformed."""
-    import numpy as np
-    import shapely
-
-    old, owner = shapely.get_coordinates(before, return_index=True)
-    new = shapely.get_coordinates(after)
-    lost = np.isfinite(old[:, :2]).all(axis=1) & ~np.isfinite(new[:, :2]).all(axis=1)
-    if lost.any():
-        features = np.unique(owner[lost])
-        first = []
-        for n in features[:OUTSIDE_NAMED]:
-            x, y = old[np.flatnonzero(lost & (owner == n))[0], :2]
-            first.append((int(n), float(x), float(y)))
-        raise outside_target(target, len(features), first)
-
-
 REGISTRATIONS = (Registration("reproject_layer", "reproject_layer"),)
+# The hint of a reprojection refused for a feature the target CRS cannot place (both engines).
+REPROJECT_HINT = (
+    "choose a target_crs whose area of use covers the data: describe_dataset gives input_path's extent in lon/lat, "
+    "and resolve_crs a CRS's area of use (a UTM zone reaches about 3 degrees either side of its meridian; EPSG:4326 "
+    "places every point)"
+)
 
 
 # -- reproject_layer --------------------------------------------------------------------------
@@ -81,7 +51,7 @@ def reproject_layer(ctx: RunContext) -> None:
     allow_ballpark = bool(ctx.arguments.get("allow_ballpark", False))
     transformer, record = choose_transformer(source, target, info.bounds_lonlat, allow_ballpark=allow_ballpark)
     out = transform_frame(gdf, transformer, target)
-    check_placed(gdf.geometry.values, out.geometry.values, crs_label(target))
+    check_placed(gdf.geometry.values, out.geometry.values, "input_path", crs_label(target), REPROJECT_HINT)
     ctx.expected_output_crs = target.to_wkt()
     ctx.parameters["target_crs"] = crs_label(target)
     ctx.parameters["allow_ballpark"] = allow_ballpark
