@@ -358,7 +358,16 @@ def to_metric(ctx: RunContext, gdf: gpd.GeoDataFrame, purpose: str, key: str = "
             "zone's centre are distorted",
             "reproject to a projected CRS suited to the whole area (e.g. an equidistant one) first",
         )
-    return MetricFrame(transform_frame(gdf, transformer, analysis), analysis, 1.0, source, aoi, True, leg_out)
+    moved = transform_frame(gdf, transformer, analysis)
+    # A zone cannot place a feature 90 degrees of longitude from its meridian (PROJ answers infinity there), and GEOS
+    # answers anything on such coordinates: two points 16 km apart came out as two clusters of 20 km, and passed.
+    hint = (
+        f"{key} spans {span:.1f} degrees of longitude, too wide for the UTM zone measured in ({crs_label(analysis)}): "
+        f"reproject_layer {key} to a projected CRS that covers the whole area (resolve_crs gives a CRS's area of "
+        "use; describe_dataset the layer's extent), or run the operation on parts of the layer (select_features)"
+    )
+    check_placed(gdf.geometry.values, moved.geometry.values, key, crs_label(analysis), hint)
+    return MetricFrame(moved, analysis, 1.0, source, aoi, True, leg_out)
 
 
 def align_to(ctx: RunContext, gdf: gpd.GeoDataFrame, target: CRS, key: str) -> gpd.GeoDataFrame:

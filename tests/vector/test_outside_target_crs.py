@@ -1,4 +1,5 @@
-"""A second input moved into the main input's CRS (common.align_to) with a feature that CRS cannot place is refused.
+"""A feature a CRS cannot place is refused: a second input moved into the main input's CRS (common.align_to), and a
+layer moved into the UTM zone MapSmith measures in (common.to_metric; the last test).
 
 input_path: two points in UTM zone 10N (EPSG:32610): A (500,000, 5,000,000), which is (-123, 45.1535) in lon/lat,
 and B (600,000, 5,000,000), about (-121.73, 45.14).
@@ -59,3 +60,28 @@ def test_a_mask_the_input_crs_can_place_is_clipped_against(app: Any, workspace: 
     )
     assert result.status in ("ok", "ok_with_warnings")
     assert list(read(workspace / "c.parquet")["pid"]) == ["A"]
+
+
+def test_a_layer_too_wide_for_the_measuring_zone_is_refused_not_clustered(app: Any, workspace: Path) -> None:
+    """A (-123, 0), B (-122.9, 0.1) and C (57, 0) in EPSG:4326: the extent's centre, -33, gives UTM zone 25 (EPSG:32625)
+    to measure in, where PROJ answers all three with infinity (worked out below: A and C lie 90 degrees from its
+    meridian, B 89.9). Before, each became its own cluster although A and B lie 15.7 km apart (pyproj's geodesic),
+    within 20 km, and the run passed with WIDE_LAYER_FOR_UTM only. Now it is refused. The clean twin, A and B alone,
+    is measured in zone 10 and clusters them together."""
+    from pyproj import Geod, Transformer
+
+    to_zone_25 = Transformer.from_crs("EPSG:4326", "EPSG:32625", always_xy=True)
+    assert all(to_zone_25.transform(x, y) == (float("inf"),) * 2 for x, y in ((-123, 0), (-122.9, 0.1), (57, 0)))
+    assert Geod(ellps="WGS84").inv(-123, 0, -122.9, 0.1)[2] == pytest.approx(15_690.3, abs=0.1)
+    wide = [Point(-123, 0), Point(-122.9, 0.1), Point(57, 0)]
+    write_layer(workspace / "wide.parquet", wide, "EPSG:4326", n=[0, 1, 2])
+    arguments = {"input_path": "wide.parquet", "distance_meters": 20_000, "output_path": "c.parquet"}
+    with pytest.raises(InputError) as refused:
+        app.run("cluster_points_by_distance", arguments)
+    error = refused.value.to_dict()
+    assert error["code"] == "OUTSIDE_TARGET_CRS"
+    assert error["evidence"]["target_crs"] == "EPSG:32625" and error["evidence"]["features"] == 3
+    assert "spans 180.0 degrees of longitude" in error["hint"]
+    write_layer(workspace / "near.parquet", [Point(-123, 0), Point(-122.9, 0.1)], "EPSG:4326", n=[0, 1])
+    result = app.run("cluster_points_by_distance", {**arguments, "input_path": "near.parquet"})
+    assert result.answer["cluster_count"] == 1 and result.answer["largest_cluster_size"] == 2
