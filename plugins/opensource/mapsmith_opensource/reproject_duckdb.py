@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from mapsmith import parts
 from mapsmith.crs import choose_transformer, crs_label, parse_crs
 from mapsmith.errors import MapSmithError
-from mapsmith_opensource.common import warn_about_transformation
 from mapsmith_opensource.join_ops.spatial_join_duckdb import (
     DUCKDB_PREFERENCE,
     _GeoParquet,
@@ -26,6 +25,7 @@ from mapsmith_opensource.join_ops.spatial_join_duckdb import (
     duckdb_database,
 )
 from mapsmith_opensource.registration import Registration
+from mapsmith_opensource.reproject_ops import REPROJECT_HINT, record_reprojection
 from mapsmith_opensource.sql_layer_ops import (
     ENGINE,
     _footer_types,
@@ -192,23 +192,6 @@ def reproject_eligible(ctx: RunContext) -> str | None:
     return _probe(source_id, target, target_id, transformer, info.bounds)
 
 
-def _record_reprojection(ctx: RunContext, source: CRS, target: CRS, record: dict[str, Any]) -> None:
-    """What reproject_ops.reproject_layer records, for a conversion (no ballpark can reach this engine)."""
-    ctx.expected_output_crs = target.to_wkt()
-    ctx.parameters["target_crs"] = crs_label(target)
-    ctx.parameters["allow_ballpark"] = bool(ctx.arguments.get("allow_ballpark", False))
-    ctx.crs_decisions.update(
-        {
-            "analysis_crs": crs_label(target),
-            "reason": f"reprojection requested from {crs_label(source)} to {crs_label(target)}",
-            "source_crs": crs_label(source),
-            "target_crs": crs_label(target),
-            "transformation": record,
-        }
-    )
-    warn_about_transformation(ctx, record, f"{crs_label(source)} to {crs_label(target)}")
-
-
 def reproject_layer_duckdb(ctx: RunContext) -> None:
     """reproject_layer inside DuckDB: ST_Transform on every row, file to file, the CRS written as the target's.
 
@@ -249,7 +232,7 @@ def reproject_layer_duckdb(ctx: RunContext) -> None:
         con.close()
         scanner.close()
     scan = _record_input_validity(ctx, inspected)
-    _record_reprojection(ctx, source, target, record)
+    record_reprojection(ctx, source, target, record)  # as the GeoPandas engine records it
     if checked:  # every point read was written, present where its source is and finite: the runner need not count
         from mapsmith.runner import OutputStats
 
@@ -287,7 +270,6 @@ def _refuse_outside_target(con: Any, layer: _GeoParquet, source_id: str, target_
     coordinates, as the GeoPandas engine refuses them (common.check_placed); nothing when there are none (a
     point read with a NaN coordinate, which PROJ answers with the empty point, failed the test)."""
     from mapsmith_opensource.common import OUTSIDE_NAMED, outside_target
-    from mapsmith_opensource.reproject_ops import REPROJECT_HINT
 
     finite = "isfinite(ST_X({0})) AND isfinite(ST_Y({0}))"
     lost = f"NOT ST_IsEmpty(g) AND {finite.format('g')} AND NOT coalesce({finite.format('t')}, false)"  # t empty: NULL

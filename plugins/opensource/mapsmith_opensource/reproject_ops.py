@@ -14,7 +14,7 @@ written empty, as PROJ answers it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import choose_transformer, crs_label, parse_crs
 from mapsmith_opensource.common import (
@@ -28,6 +28,8 @@ from mapsmith_opensource.common import (
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
+    from pyproj import CRS
+
     from mapsmith.runner import RunContext
 
 REGISTRATIONS = (Registration("reproject_layer", "reproject_layer"),)
@@ -52,9 +54,16 @@ def reproject_layer(ctx: RunContext) -> None:
     transformer, record = choose_transformer(source, target, info.bounds_lonlat, allow_ballpark=allow_ballpark)
     out = transform_frame(gdf, transformer, target)
     check_placed(gdf.geometry.values, out.geometry.values, "input_path", crs_label(target), REPROJECT_HINT)
+    record_reprojection(ctx, source, target, record)
+    write_output(ctx, out)
+
+
+def record_reprojection(ctx: RunContext, source: CRS, target: CRS, record: dict[str, Any]) -> None:
+    """What a reprojection records, on either engine: the target and allow_ballpark among the parameters, the CRS
+    decision with the chosen transformation, and a warning about it (an accepted ballpark with its size at the data)."""
     ctx.expected_output_crs = target.to_wkt()
     ctx.parameters["target_crs"] = crs_label(target)
-    ctx.parameters["allow_ballpark"] = allow_ballpark
+    ctx.parameters["allow_ballpark"] = bool(ctx.arguments.get("allow_ballpark", False))
     ctx.crs_decisions.update(
         {
             "analysis_crs": crs_label(target),
@@ -78,4 +87,3 @@ def reproject_layer(ctx: RunContext) -> None:
         )
     else:
         warn_about_transformation(ctx, record, pair)
-    write_output(ctx, out)
