@@ -80,7 +80,8 @@ def _transform_sql(layer: _GeoParquet, source_id: str, target_id: str) -> str:
     return ", ".join(f"{moved} AS {_name(c)}" if c == layer.geometry else _name(c) for c in layer.columns)
 
 
-# What DuckDB's error() says when a point fails _checked_points_sql's test: the COPY stops, and runs again unchecked.
+# What DuckDB's error() says when a point fails _checked_points_sql's test: the COPY stops, then the run is refused (a
+# point the target cannot place) or the COPY runs again unchecked (a point read with a NaN coordinate, written empty).
 NOT_AS_READ = "mapsmith: a reprojected point is not finite, or not present where its source is"
 
 
@@ -196,7 +197,8 @@ def reproject_layer_duckdb(ctx: RunContext) -> None:
     """reproject_layer inside DuckDB: ST_Transform on every row, file to file, the CRS written as the target's.
 
     The output's validity is not assumed: a transformation can make a valid polygon invalid or a point
-    infinite, so the runner counts it in the written file (verify.facts, in DuckDB).
+    infinite. Points are tested in the COPY (``_checked_points_sql``); other layers, and points whose test stopped
+    the COPY without a refusal, are counted by the runner in the written file (verify.facts, in DuckDB).
     """
     from concurrent.futures import ThreadPoolExecutor
 
