@@ -35,7 +35,8 @@ class DigestsAhead:
     """The inputs' digests, hashed on a thread of their own while the engine works: the manifest records them
     once the output is final, and hashing them only then kept a core idle through a one-thread engine (DuckDB's
     COPY of buffers) and put the hashing on the run's clock after it. The records ask ``digest``, which waits for
-    the thread; an input this did not hash (a path run_sql's SQL named) is hashed by the caller. A digest error
+    the thread; an input it was not given (one an engine adds to ``ctx.paths`` as it runs) is hashed by the caller
+    (run_sql's SQL-named paths are added by its validation, before the thread starts). A digest error
     is raised where the record asks for it, as when the record hashed the input itself."""
 
     def __init__(self, digest: Callable[[Path], str], paths: Mapping[str, Path]) -> None:

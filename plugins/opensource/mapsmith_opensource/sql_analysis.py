@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from mapsmith import crsguard, gdalpolicy, parts
 from mapsmith.errors import InputError, MapSmithError
+from mapsmith_opensource.duckdb_spatial import text_literal
 from mapsmith_opensource.sql_encodings import (
     encoding_option_node,
     is_encoding_option,
@@ -160,7 +161,7 @@ def parse_statement(sql: str) -> tuple[str, dict[str, Any]]:
     text = statements[0].query
     con = duckdb.connect(":memory:", config={"enable_external_access": False, "autoload_known_extensions": False})
     try:
-        (raw,) = con.execute(f"SELECT json_serialize_sql({_literal(text)})").fetchone()
+        (raw,) = con.execute(f"SELECT json_serialize_sql({text_literal(text)})").fetchone()
     finally:
         con.close()
     tree = json.loads(raw)
@@ -199,16 +200,10 @@ def _deparse(tree: dict[str, Any]) -> str:
     con = duckdb.connect(":memory:", config={"enable_external_access": False, "autoload_known_extensions": False})
     try:
         tree_json = json.dumps({"error": False, "statements": [tree]})
-        (text,) = con.execute(f"SELECT json_deserialize_sql({_literal(tree_json)}::JSON)").fetchone()
+        (text,) = con.execute(f"SELECT json_deserialize_sql({text_literal(tree_json)}::JSON)").fetchone()
     finally:
         con.close()
     return str(text)
-
-
-def _literal(text: str) -> str:
-    """``text`` as a DuckDB string literal (a quote doubled), where a bound parameter would do: DuckDB imports pandas
-    to bind a Python value, 0.25 s of a fresh process's run_sql."""
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _refuse(code: str, message: str, hint: str, **evidence: Any) -> SQLRefused:

@@ -33,6 +33,7 @@ from mapsmith_opensource.common import (
     scale_distortion,
     to_metric,
 )
+from mapsmith_opensource.duckdb_spatial import text_literal as _text
 from mapsmith_opensource.duckdb_spatial import valid_sql
 from mapsmith_opensource.join_ops.ground import _CrsOnly, _record_planar
 from mapsmith_opensource.join_ops.shared import JOIN_SUFFIX, UNDEFINED_ON_INVALID, _record_topological, _rename_clashes
@@ -295,10 +296,6 @@ def _duckdb_versions() -> dict[str, str]:
             "SELECT extension_version FROM duckdb_extensions() WHERE extension_name = 'spatial'"
         ).fetchone()
     return {"duckdb": duckdb.__version__, "duckdb-spatial": str(row[0]) if row else "unknown"}
-
-
-def _text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _name(value: str) -> str:
