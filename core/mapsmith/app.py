@@ -127,6 +127,26 @@ class MapSmith:
         self.refresh_proposals()
         return run_operation(self, operation, arguments, progress)
 
+    def warm(self) -> dict[str, str]:
+        """Import the engines of the stacks a run may use (the chosen one, its fallback, and opensource, which reads
+        every dataset) and open the connections they keep for the process, so that the first run pays neither: what a
+        raw engine's caller does before its first query (``import duckdb``, connect, ``LOAD spatial``). The sandbox
+        worker calls it on starting. Per stack, ``ready`` or why it could not warm; never raises (an engine that
+        cannot load is reported by the run that needs it)."""
+        wanted = dict.fromkeys(s for s in (self.router.stack, self.router.fallback_stack, "opensource") if s)
+        warmed: dict[str, str] = {}
+        for name in wanted:
+            spec = self.host.stacks.get(name)
+            if spec is None or spec.warm is None or not self.router.availability(name).available:
+                continue
+            try:
+                spec.warm()
+            except Exception as exc:  # noqa: BLE001 - reported, not raised: see the docstring
+                warmed[name] = f"{type(exc).__name__}: {exc}"
+            else:
+                warmed[name] = "ready"
+        return warmed
+
     # -- operations agents propose (mapsmith.proposals) ----------------------------------------
 
     def refresh_proposals(self) -> None:

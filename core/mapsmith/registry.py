@@ -135,6 +135,10 @@ class StackSpec:
     engine_versions: Callable[[], Mapping[str, str]] = dict
     dataset_io: Callable[[], DatasetIO] | None = None
     licence: str = ""
+    # Imports the stack's engines and opens the connections it keeps for the process (DuckDB's database with
+    # spatial loaded), so that the first run does not pay them: ``MapSmith.warm`` calls it, and the sandbox worker
+    # does on starting. Must not start anything that holds resources a run might not need (a JVM, a cluster).
+    warm: Callable[[], None] | None = None
 
 
 Implementation = Callable[["RunContext"], None]

@@ -404,3 +404,23 @@ def test_merge_keeps_the_operations_not_measured_again_with_their_origin() -> No
         "`python benchmarks/bench_goals.py --preset cluster-100m`; its ratios compare the engines of that run.",
         "",
     ]
+
+
+def _api_runs(*warmed: str | None) -> dict[str, Any]:
+    runs = [{"seconds": 1.0} | ({"warmed": w} if w is not None else {}) for w in warmed]
+    return {"variants": {"mapsmith_api": {"runs_detail": runs}, "duckdb": {"runs_detail": [{"seconds": 0.5}]}}}
+
+
+def test_the_page_says_whether_mapsmith_was_warmed_before_its_clock() -> None:
+    def sentence(**operations: dict[str, Any]) -> str:
+        return render_goals._mapsmith_setup({"sizes": [{"points": 1_000_000, "operations": operations}]})
+
+    warm, cold = sentence(select_features=_api_runs("opensource")), sentence(select_features=_api_runs(None))
+    assert warm.startswith("MapSmith's API is then warmed (`MapSmith.warm()`")
+    assert cold.startswith("MapSmith loads the engine a run takes") and "on its clock" in cold
+    # a run whose warm-up found no stack ready ("") was not warmed; nor is an operation with one cold run of three
+    assert sentence(select_features=_api_runs("")) == cold
+    mixed = sentence(select_features=_api_runs("opensource"), clip_layer=_api_runs("opensource", None, "opensource"))
+    assert mixed.startswith(warm) and "before `warm` existed (`clip_layer` at 1,000,000)" in mixed
+    assert "`select_features`" not in mixed
+    assert sentence() == cold  # no MapSmith run at all (a capped run of the raw engines only) claims no warm-up
