@@ -191,10 +191,7 @@ def _mapsmith_setup(r: dict[str, Any]) -> str:
         return cold_text
     if not cold:
         return warm_text
-    return (
-        f"{warm_text} Not so in the runs measured before `warm` existed ({', '.join(cold)}): {cold_text[0].lower()}"
-        f"{cold_text[1:]}"
-    )
+    return f"{warm_text} Not so in the runs measured before `warm` existed ({', '.join(cold)}): there {cold_text}"
 
 
 def goals_section(
