@@ -26,6 +26,7 @@ killed, runs out of memory or times out is a result, recorded as such. It measur
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -106,6 +107,44 @@ def load_average() -> list[float]:
 # -- one run -------------------------------------------------------------------------------------
 
 
+# How long a run's leftovers (its process group after the child exited) may take to end before they are killed.
+LEFTOVERS_TIMEOUT = 60.0
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes (zombies left out: they hold no CPU or memory) of the process group ``pgid``, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state, ppid, pgrp ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for_group(pgid: int, timeout: float = LEFTOVERS_TIMEOUT) -> float:
+    """Wait until no live process of the group ``pgid`` is left, killing what is still there after ``timeout``; the
+    seconds waited. A Spark child's JVM outlives its Python by seconds and loaded the runs after it (load 5-11 at the
+    MapSmith runs following a Spark run of bench_goals' 1,000,000 points, 2026-12-05)."""
+    start = time.perf_counter()
+    killed = False
+    while group_members(pgid):
+        waited = time.perf_counter() - start
+        if waited > timeout and not killed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            killed = True
+        elif waited > timeout + 10:  # killed and still listed: not ours to wait for any longer
+            break
+        time.sleep(0.1)
+    return round(time.perf_counter() - start, 3)
+
+
 def spawn(role: str, spec: dict[str, Any], timeout: float, cap: memory_cap.MemoryCap | None) -> dict[str, Any]:
     """One fresh process doing one run; what it measured, or what stopped it."""
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", role, json.dumps(spec)]
@@ -133,6 +172,8 @@ def spawn(role: str, spec: dict[str, Any], timeout: float, cap: memory_cap.Memor
         return {**record, "outcome": f"timed out after {timeout:.0f} s"}
     done = subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
     record["process_seconds"] = round(time.perf_counter() - start, 3)
+    # off the clock: what the child left running (a Spark JVM shutting down) ends before the next run starts
+    record["leftovers_wait_seconds"] = wait_for_group(child.pid)
     killed = cap.oom_killed() if cap else False
     if cap is not None:
         cap.release()

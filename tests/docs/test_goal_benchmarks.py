@@ -424,3 +424,26 @@ def test_the_page_says_whether_mapsmith_was_warmed_before_its_clock() -> None:
     assert mixed.startswith(warm) and "before `warm` existed (`clip_layer` at 1,000,000)" in mixed
     assert "`select_features`" not in mixed
     assert sentence() == cold  # no MapSmith run at all (a capped run of the raw engines only) claims no warm-up
+
+
+def _leaving_behind(seconds: float) -> int:
+    """A process group whose leader exits at once, leaving a ``sleep`` of ``seconds`` behind in it (as a Spark child
+    leaves its JVM); the group's id."""
+    import subprocess
+
+    child = subprocess.Popen(["sh", "-c", f"sleep {seconds} & exit 0"], start_new_session=True)
+    child.wait()
+    return child.pid
+
+
+def test_a_runs_leftovers_end_before_the_next_run_starts() -> None:
+    group = _leaving_behind(1.5)
+    assert bench_goals.group_members(group)  # the sleep outlived the process that started it
+    waited = bench_goals.wait_for_group(group)
+    assert 1.0 < waited < 10 and bench_goals.group_members(group) == []
+
+
+def test_leftovers_past_the_timeout_are_killed() -> None:
+    group = _leaving_behind(60)
+    waited = bench_goals.wait_for_group(group, timeout=0.5)
+    assert 0.5 < waited < 5 and bench_goals.group_members(group) == []
