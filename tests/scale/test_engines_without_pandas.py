@@ -2,7 +2,7 @@
 process's run (a tenth of a 1,000,000-point reproject_layer). Each run is a fresh interpreter, as a benchmark or a
 one-shot client starts one; the inputs are written first, in another process. Found by tracing the import: DuckDB
 imports pandas to register an Arrow table or bind a Python parameter, and pyarrow's read_table, write_table and
-binary to_numpy import it too."""
+binary to_numpy import it too. clip_layer's mask is read by pyarrow when it is GeoParquet in the points' CRS."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from shapely.geometry import Point
+from shapely.geometry import Point, box
 
 from layers import write_layer
 
@@ -28,6 +28,8 @@ CASES = {
     "reproject_layer": {"input_path": "pts.parquet", "target_crs": "EPSG:4326", "output_path": "r.parquet"},
     "select_features": {"input_path": "pts.parquet", "where": "v > 1", "output_path": "s.parquet"},
     "run_sql": {"sql": "SELECT count(*) AS n FROM read_parquet('pts.parquet') WHERE v > 1", "output_path": "n.parquet"},
+    # the mask (GeoParquet, the points' CRS) read by pyarrow: sql_layer_ops._mask_geoparquet
+    "clip_layer": {"input_path": "pts.parquet", "mask_path": "mask.parquet", "output_path": "c.parquet"},
 }
 
 
@@ -36,6 +38,7 @@ def test_a_duckdb_run_imports_no_pandas(workspace: Path, operation: str) -> None
     # three UTM 10N points; v > 1 keeps two of them
     points = [Point(500_000, 5_000_000), Point(500_100, 5_000_100), Point(500_200, 5_000_200)]
     write_layer(workspace / "pts.parquet", points, "EPSG:32610", v=[1.0, 2.0, 3.0])
+    write_layer(workspace / "mask.parquet", [box(499_950, 4_999_950, 500_150, 5_000_150)], "EPSG:32610", m=[1])
     done = subprocess.run(
         [sys.executable, "-c", RUN, str(workspace), operation, json.dumps(CASES[operation])],
         capture_output=True,

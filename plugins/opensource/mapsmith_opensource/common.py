@@ -102,16 +102,21 @@ INVALID_ROWS_SHOWN = 10
 
 def _report_input_validity(ctx: RunContext, gdf: gpd.GeoDataFrame, key: str) -> None:
     """Count invalid and missing input geometries: reported, never dropped or fixed silently."""
+    report_geometry_validity(ctx, gdf.geometry.values, key)
+
+
+def report_geometry_validity(ctx: RunContext, geoms: Any, key: str) -> None:
+    """``_report_input_validity`` over an array of shapely geometries (None for a missing one), as a reader without
+    GeoPandas has them."""
     import shapely
 
-    geoms = gdf.geometry.values
     missing = shapely.is_missing(geoms) | shapely.is_empty(geoms)
     invalid = ~missing & ~shapely.is_valid(geoms)
     rows = [int(i) for i in invalid.nonzero()[0][:50]]
     record_input_validity(
         ctx,
         key,
-        rows=len(gdf),
+        rows=len(geoms),
         invalid_count=int(invalid.sum()),
         missing_count=int(missing.sum()),
         invalid=[(i, str(shapely.is_valid_reason(geoms[i]))) for i in rows],

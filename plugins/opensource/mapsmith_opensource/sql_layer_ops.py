@@ -305,14 +305,54 @@ def clip_eligible(ctx: RunContext) -> str | None:
     )
 
 
-def _region_table(ctx: RunContext, crs: CRS) -> Any:
-    """mask_path read, checked and aligned by the GeoPandas engine's code, unioned as it unions it."""
-    import pyarrow as pa
+# The mask's union goes into the SQL as hex WKB up to this many bytes of WKB: DuckDB imports pandas to register an
+# Arrow table (0.25 s of a fresh process, tests/scale/test_engines_without_pandas.py). A larger union is registered.
+MASK_LITERAL_MAX_BYTES = 16 * 1024 * 1024
+
+
+def _mask_region(ctx: RunContext, crs: CRS) -> bytes:
+    """mask_path's union, as WKB: read, checked and aligned by the GeoPandas engine's code and unioned as it unions
+    it, or, for one WKB GeoParquet file already in input_path's CRS, the same read by pyarrow (``_mask_geoparquet``).
+    """
     import shapely
 
-    mask = align_to(ctx, read_input(ctx, "mask_path"), crs, "mask_path")
-    region = shapely.union_all(mask.geometry.values)
-    return pa.table({"region": pa.array([shapely.to_wkb(region)], type=pa.binary())})
+    geoms = _mask_geoparquet(ctx, crs)
+    if geoms is None:
+        ctx.engine_components.update(engine_versions())  # the GeoPandas stack reads, aligns and unions the mask
+        geoms = align_to(ctx, read_input(ctx, "mask_path"), crs, "mask_path").geometry.values
+    return bytes(shapely.to_wkb(shapely.union_all(geoms)))
+
+
+def _mask_geoparquet(ctx: RunContext, crs: CRS) -> Any:
+    """mask_path's geometries read by pyarrow, without pandas, when it is one GeoParquet file of WKB geometries whose
+    CRS is input_path's (so nothing is aligned): the geometries gpd.read_parquet gives (WKB decoded by shapely, in
+    file order), their validity recorded as read_input records it. None for anything else: read_input reads it.
+    tests/vector/test_clip_mask_reads.py holds the two reads to the same output and records."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import shapely
+
+    from mapsmith.crsdeclared import strict_json_loads
+    from mapsmith_opensource.common import report_geometry_validity
+
+    path, info = ctx.paths["mask_path"], ctx.inputs["mask_path"]
+    if path.is_dir() or not io.is_parquet(path) or info.crs_wkt is None:
+        return None
+    if not parse_crs(info.crs_wkt).equals(crs, ignore_axis_order=True):
+        return None  # align_to moves it, with its checks and record
+    source = pq.ParquetFile(path)
+    geo = strict_json_loads((source.metadata.metadata or {}).get(b"geo", b"{}") or b"{}")
+    column = geo.get("primary_column")
+    if not column or geo.get("columns", {}).get(column, {}).get("encoding", "WKB") != "WKB":
+        return None
+    values = source.read(columns=[column]).column(0).to_pylist()  # to_numpy of a binary column imports pandas
+    geoms = shapely.from_wkb(np.array(values, dtype=object))
+    report_geometry_validity(ctx, geoms, "mask_path")
+    ctx.engine_components.update(
+        {"pyarrow": pa.__version__, "shapely": shapely.__version__, "GEOS": shapely.geos_version_string}
+    )
+    return geoms
 
 
 def clip_layer_duckdb(ctx: RunContext) -> None:
@@ -322,7 +362,6 @@ def clip_layer_duckdb(ctx: RunContext) -> None:
     from mapsmith.runner import OutputStats
 
     _set_engine(ctx)
-    ctx.engine_components.update(engine_versions())  # the GeoPandas stack reads, aligns and unions the mask
     layer = _geoparquet(ctx.paths["input_path"], "input_path")
     info = ctx.inputs["input_path"]
     crs = parse_crs(info.crs_wkt)
@@ -331,7 +370,7 @@ def clip_layer_duckdb(ctx: RunContext) -> None:
     try:
         # Sequential: the GeoPandas engine records input_path's validity before mask_path's (read next).
         scan = _record_input_validity(ctx, _inspect_input(con, layer))
-        regions = _region_table(ctx, crs)
+        region = _mask_region(ctx, crs)
         aligned = "mask_path" in ctx.crs_decisions.get("x-mapsmith:alignment", {})
         ctx.crs_decisions.update(
             {
@@ -340,17 +379,25 @@ def clip_layer_duckdb(ctx: RunContext) -> None:
                 + ("; the mask was transformed to it (see x-mapsmith:alignment)" if aligned else ""),
             }
         )
-        table = f"mapsmith_mask_{uuid.uuid4().hex}"
-        con.register(table, regions)
+        tables: dict[str, Any] | None = None
+        if len(region) <= MASK_LITERAL_MAX_BYTES:
+            mask = f"ST_GeomFromHEXWKB('{region.hex()}')"
+        else:
+            import pyarrow as pa
+
+            table = f"mapsmith_mask_{uuid.uuid4().hex}"
+            tables = {table: pa.table({"region": pa.array([region], type=pa.binary())})}
+            con.register(table, tables[table])
+            mask = f"(SELECT ST_GeomFromWKB(region) FROM {table})"
         g = f"{_name(layer.geometry)}::GEOMETRY"  # the CRS dropped for the test only: the mask is aligned
         # The geometry column is written as read (its CRS with it); DuckDB keeps the file's row order.
         written = copy_out(
             ctx,
             con,
             f"SELECT {', '.join(_name(c) for c in layer.columns)} FROM {parts.parquet_source(layer.path)} "
-            f"WHERE ST_Intersects({g}, (SELECT ST_GeomFromWKB(region) FROM {table}))",
+            f"WHERE ST_Intersects({g}, {mask})",
             layer,
-            {table: regions},
+            tables,
         )
     finally:
         con.close()
