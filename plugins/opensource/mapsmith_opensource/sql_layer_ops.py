@@ -327,7 +327,7 @@ def _mask_geoparquet(ctx: RunContext, crs: CRS) -> Any:
     """mask_path's geometries read by pyarrow, without pandas, when it is one GeoParquet file of WKB geometries whose
     CRS is input_path's (so nothing is aligned): the geometries gpd.read_parquet gives (WKB decoded by shapely, in
     file order), their validity recorded as read_input records it. None for anything else: read_input reads it.
-    tests/vector/test_clip_mask_reads.py holds the two reads to the same output and records."""
+    tests/scale/test_clip_mask_reads.py holds the two reads to the same output and records."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
