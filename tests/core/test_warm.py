@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from mapsmith.app import MapSmith
@@ -75,35 +76,34 @@ def test_a_run_after_warm_opens_no_database_of_its_own(tmp_path: Path) -> None:
     assert sorted(kept["v"]) == [2, 3]
 
 
-class _BrokenWarm:
+class _Stack:
+    """A plugin registering one stack, with its availability and warm-up, and no operation."""
+
+    def __init__(self, name: str, available: bool, warm: Callable[[], None]) -> None:
+        self.name, self.available, self.warm = name, available, warm
+
     @hookimpl
     def mapsmith_register_stacks(self, register) -> None:
-        def warm() -> None:
-            raise OSError("the engine's library is missing")
-
-        register(StackSpec(name="broken", summary="a test stack", availability=lambda: Availability(True), warm=warm))
+        available = self.available
+        register(StackSpec(self.name, "a test stack", availability=lambda: Availability(available), warm=self.warm))
 
     @hookimpl
     def mapsmith_register_operations(self, register) -> None:
         return None
 
 
-class _Unavailable:
-    @hookimpl
-    def mapsmith_register_stacks(self, register) -> None:
-        def warm() -> None:
-            raise AssertionError("an unavailable stack must not be warmed")
+def _broken() -> None:
+    raise OSError("the engine's library is missing")
 
-        register(StackSpec(name="absent", summary="a test stack", availability=lambda: Availability(False), warm=warm))
 
-    @hookimpl
-    def mapsmith_register_operations(self, register) -> None:
-        return None
+def _never() -> None:
+    raise AssertionError("an unavailable stack must not be warmed")
 
 
 def test_a_stack_that_cannot_warm_is_reported_not_raised(tmp_path: Path) -> None:
     app = MapSmith(
-        {"MAPSMITH_WORKSPACE": str(tmp_path), "MAPSMITH_STACK": "broken"}, extra_plugins=[("broken", _BrokenWarm())]
+        {"MAPSMITH_WORKSPACE": str(tmp_path), "MAPSMITH_STACK": "broken"},
+        extra_plugins=[("broken", _Stack("broken", True, _broken))],
     )
     warmed = app.warm()
     assert warmed["broken"] == "OSError: the engine's library is missing"
@@ -112,6 +112,7 @@ def test_a_stack_that_cannot_warm_is_reported_not_raised(tmp_path: Path) -> None
 
 def test_an_unavailable_stack_is_not_warmed(tmp_path: Path) -> None:
     app = MapSmith(
-        {"MAPSMITH_WORKSPACE": str(tmp_path), "MAPSMITH_STACK": "absent"}, extra_plugins=[("absent", _Unavailable())]
+        {"MAPSMITH_WORKSPACE": str(tmp_path), "MAPSMITH_STACK": "absent"},
+        extra_plugins=[("absent", _Stack("absent", False, _never))],
     )
     assert app.warm() == {"opensource": "ready"}

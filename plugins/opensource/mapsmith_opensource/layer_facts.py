@@ -35,7 +35,15 @@ from mapsmith.verify.facts import OutputFacts
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["CHEAP_VALIDITY", "SCAN_BATCH", "counted_facts", "duckdb_parts_scan", "scan_facts", "stream_facts"]
+__all__ = [
+    "CHEAP_VALIDITY",
+    "SCAN_BATCH",
+    "counted_facts",
+    "duckdb_parts_scan",
+    "read_geometries",
+    "scan_facts",
+    "stream_facts",
+]
 
 # Features per batch of the streaming scan: a batch of 64k polygons is tens of megabytes at most, and
 # GEOS's per-call overhead is lost in it.
@@ -63,7 +71,7 @@ def _geometry_batches(path: Path, layer: str | None) -> Iterator[Any]:
             yield read_layer(path, layer).geometry.values
             return
         for batch in pq.ParquetFile(path).iter_batches(columns=[column], batch_size=SCAN_BATCH):
-            yield shapely.from_wkb(batch.column(0).to_numpy(zero_copy_only=False))
+            yield shapely.from_wkb(_objects(batch.column(0)))
         return
     import pyogrio
 
@@ -75,6 +83,26 @@ def _geometry_batches(path: Path, layer: str | None) -> Iterator[Any]:
         name = meta.get("geometry_name") or "wkb_geometry"
         for batch in reader:
             yield shapely.from_wkb(batch.column(batch.schema.get_field_index(name)).to_numpy(zero_copy_only=False))
+
+
+def _objects(column: Any) -> Any:
+    """A binary Arrow column as a numpy array of bytes (None for a null), without pandas: pyarrow's ``to_numpy`` of a
+    binary column imports it (0.25 s of a fresh process); the same cost per value (1,000,000 points: 0.56 s against
+    0.54 s, shapely's decoding included)."""
+    import numpy as np
+
+    out = np.empty(len(column), dtype=object)
+    out[:] = column.to_pylist()
+    return out
+
+
+def read_geometries(path: Path, layer: str | None = None) -> Any:
+    """Every geometry of a layer, in file order, as one array of shapely objects, by the batches ``scan_facts``'
+    streaming pass reads (a GeoParquet file of WKB geometries without pandas)."""
+    import numpy as np
+
+    batches = list(_geometry_batches(path, layer))
+    return np.concatenate(batches) if batches else np.empty(0, dtype=object)
 
 
 def scan_facts(path: Path, layer: str | None = None, *, validity: bool = True) -> OutputFacts:

@@ -324,30 +324,22 @@ def _mask_region(ctx: RunContext, crs: CRS) -> bytes:
 
 
 def _mask_geoparquet(ctx: RunContext, crs: CRS) -> Any:
-    """mask_path's geometries read by pyarrow, without pandas, when it is one GeoParquet file of WKB geometries whose
-    CRS is input_path's (so nothing is aligned): the geometries gpd.read_parquet gives (WKB decoded by shapely, in
-    file order), their validity recorded as read_input records it. None for anything else: read_input reads it.
+    """mask_path's geometries read without GeoPandas (``layer_facts.read_geometries``: pyarrow and shapely) when it is
+    one GeoParquet file whose CRS is input_path's (so nothing is aligned): the geometries gpd.read_parquet gives, in
+    file order, their validity recorded as read_input records it. None for anything else: read_input reads it.
     tests/scale/test_clip_mask_reads.py holds the two reads to the same output and records."""
-    import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
     import shapely
 
-    from mapsmith.crsdeclared import strict_json_loads
     from mapsmith_opensource.common import report_geometry_validity
+    from mapsmith_opensource.layer_facts import read_geometries
 
     path, info = ctx.paths["mask_path"], ctx.inputs["mask_path"]
     if path.is_dir() or not io.is_parquet(path) or info.crs_wkt is None:
         return None
     if not parse_crs(info.crs_wkt).equals(crs, ignore_axis_order=True):
         return None  # align_to moves it, with its checks and record
-    source = pq.ParquetFile(path)
-    geo = strict_json_loads((source.metadata.metadata or {}).get(b"geo", b"{}") or b"{}")
-    column = geo.get("primary_column")
-    if not column or geo.get("columns", {}).get(column, {}).get("encoding", "WKB") != "WKB":
-        return None
-    values = source.read(columns=[column]).column(0).to_pylist()  # to_numpy of a binary column imports pandas
-    geoms = shapely.from_wkb(np.array(values, dtype=object))
+    geoms = read_geometries(path)
     report_geometry_validity(ctx, geoms, "mask_path")
     ctx.engine_components.update(
         {"pyarrow": pa.__version__, "shapely": shapely.__version__, "GEOS": shapely.geos_version_string}
