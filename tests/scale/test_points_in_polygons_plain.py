@@ -11,8 +11,8 @@ Local grid in EPSG:32610 (x0 = 500,000 E, y0 = 5,000,000 N), a unit a metre:
 Worked by hand: Z1 holds Q0, Z2 holds Q1 and Q2: counts [1, 2], 3 points counted, 3 in no polygon (one of
 them without geometry), none in several. Z2's values are NaN (left out, counted as null) and 5. The traps are
 the same layers with a point on the shared edge (R (100,20)) and with overlapping zones: then a point may be
-in two polygons and the points in a region two polygons share are grouped one by one, with the counts worked
-out below; a shared region that misses a point falls back to grouping every point.
+in two polygons and SedonaDB counts each point at its first polygon (DuckDB groups every point), with the counts
+worked out below.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from shapely.geometry import GeometryCollection, LineString, Point, box
+from shapely.geometry import Point, box
 
 from layers import manifest, read, write_layer
 
@@ -150,16 +151,16 @@ def test_summary_without_grouping_by_point_leaves_out_nan(
     pd.testing.assert_frame_equal(out, read(workspace / "ref.parquet"))
 
 
-SHARED_PATH = "for the points in the region a polygon shares with another, per point"
+FIRST_PATH = "counting each point once at its first polygon"
 GROUPED_PATH = "per polygon and per point (GROUP BY GROUPING SETS)"
-PATH = {"sedonadb": SHARED_PATH, "duckdb": GROUPED_PATH}  # DuckDB groups every point (aggregate's group_shared)
+PATH = {"sedonadb": FIRST_PATH, "duckdb": GROUPED_PATH}  # DuckDB groups every point (aggregate's by_first_polygon)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_point_on_a_shared_edge_is_grouped_alone(make_app: Callable[..., Any], workspace: Path, engine: str) -> None:
+def test_a_point_on_a_shared_edge(make_app: Callable[..., Any], workspace: Path, engine: str) -> None:
     """Trap: R (100,20) on the edge Z1 and Z2 share is in both: counts [2, 3], R counted twice, once in each. The
-    per-polygon query finds a point on a boundary, so SedonaDB groups the points on the shared edge one by one,
-    DuckDB every point."""
+    per-polygon query finds a point on a boundary, so SedonaDB counts each point at its first polygon (R at Z1, in
+    neither interior: on a shared boundary), DuckDB groups every point."""
     write_case(workspace, extra=[(Point(g(100, 20)), 4.0)])
     result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "e.parquet"})
     assert result.engine["name"] == engine
@@ -227,30 +228,6 @@ def test_a_shared_region_of_an_area_and_a_line(make_app: Callable[..., Any], wor
     assert {k: result.answer[k] for k in expected} == expected
 
 
-@pytest.mark.skipif(importlib.util.find_spec("sedonadb") is None, reason="SedonaDB not installed")
-@pytest.mark.parametrize("union", [True, False])
-def test_both_forms_of_the_shared_region_give_the_hand_counts(
-    make_app: Callable[..., Any], workspace: Path, monkeypatch: pytest.MonkeyPatch, union: bool
-) -> None:
-    """The case above on SedonaDB (the engine that groups by shared region), with each polygon's region as the
-    union of its intersections (taken from SHARED_UNION_MIN_POINTS points) and as the polygons it meets: the same
-    hand counts, by the "shared" path both times."""
-    from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
-
-    monkeypatch.setattr(sql, "SHARED_UNION_MIN_POINTS", 0 if union else 10**12)
-    seen: list[bool] = []
-    regions = sql.shared_regions
-    monkeypatch.setattr(sql, "shared_regions", lambda *a, union: seen.append(union) or regions(*a, union=union))
-    zones = [box(*g(0, 0), *g(100, 100)), box(*g(80, 0), *g(200, 100)), box(*g(100, 100), *g(120, 120))]
-    write_case(workspace, zones=zones, extra=[(Point(g(90, 50)), 3.0), (Point(g(110, 100)), 4.0)])
-    result = make_app(MAPSMITH_ENGINE="sedonadb").run("count_in_polygons", {**ARGS, "output_path": "c.parquet"})
-    assert seen == [union]
-    assert "for the points in the region a polygon shares with another" in _path_note(workspace, "c.parquet")
-    assert read(workspace / "c.parquet")["point_count"].tolist() == [2, 4, 1]
-    expected = {"points_counted": 5, "points_in_several_polygons": 2, "points_in_overlapping_polygons": 1}
-    assert {k: result.answer[k] for k in expected} == expected
-
-
 @pytest.mark.parametrize("engine", ENGINES)
 def test_summary_over_overlapping_zones(make_app: Callable[..., Any], workspace: Path, engine: str) -> None:
     """A2, a second point at A (95,50) with no value (NaN), shares A's location and polygons. Z1's values: Q0 1,
@@ -292,17 +269,20 @@ def test_a_one_row_points_file_over_overlapping_zones(
     assert {k: result.answer[k] for k in expected} == expected
 
 
-@pytest.mark.skipif(importlib.util.find_spec("sedonadb") is None, reason="SedonaDB not installed")
-def test_a_shared_region_that_misses_a_point_falls_back_to_grouping_every_point(
+SEDONADB = pytest.mark.skipif(importlib.util.find_spec("sedonadb") is None, reason="SedonaDB not installed")
+
+
+@SEDONADB
+def test_inconsistent_neighbour_tests_fall_back_to_grouping_every_point(
     make_app: Callable[..., Any], workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Trap, on SedonaDB (DuckDB groups every point): shared regions that leave out the overlap (as a rounding
-    miss would) put A-D's two pairs each in the group counted per pair, 14 points where the file has 10: the
-    check catches it and every point is grouped."""
+    """Trap, on SedonaDB: neighbours that leave out Z1 as Z2's lower neighbour (as tests that disagree with the join
+    would) make every pair a first one: 11 points counted of 11 pairs, 4 of them in several polygons, which cannot
+    be (each has two pairs at least). The check catches it and every point is grouped, with the hand counts."""
     from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
 
-    far = box(*g(5000, 5000), *g(5001, 5001))
-    monkeypatch.setattr(sql, "shared_regions", lambda geoms, left, right, union: [far] * len(geoms))
+    real = sql.neighbours
+    monkeypatch.setattr(sql, "neighbours", lambda *a: (np.full(2, None, dtype=object), real(*a)[1]))
     write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
     result = make_app(MAPSMITH_ENGINE="sedonadb").run("count_in_polygons", {**ARGS, "output_path": "m.parquet"})
     assert GROUPED_PATH in _path_note(workspace, "m.parquet")
@@ -310,23 +290,88 @@ def test_a_shared_region_that_misses_a_point_falls_back_to_grouping_every_point(
     assert {k: result.answer[k] for k in OVERLAP_ANSWER} == OVERLAP_ANSWER
 
 
-def test_shared_regions_by_hand() -> None:
-    from mapsmith_opensource.join_ops.points_in_polygons_sql import meeting_pairs, shared_regions
+@SEDONADB
+@pytest.mark.parametrize(("setting", "value"), [("FIRST_POLYGON_MAX_COORDINATES", 4), ("ASIDE_MAX_POINTS", 1)])
+def test_past_the_first_polygon_limits_every_point_is_grouped(
+    make_app: Callable[..., Any], workspace: Path, monkeypatch: pytest.MonkeyPatch, setting: str, value: int
+) -> None:
+    """Polygons whose neighbours have more coordinates than the limit (Z1 and Z2 meet: each pair's point is tested
+    against one box, 5 coordinates), or more points on their first polygon's boundary than the limit (B and D: two),
+    send the run to the grouping of every point: the same hand counts."""
+    from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
+
+    monkeypatch.setattr(sql, setting, value)
+    write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
+    result = make_app(MAPSMITH_ENGINE="sedonadb").run("count_in_polygons", {**ARGS, "output_path": "l.parquet"})
+    assert GROUPED_PATH in _path_note(workspace, "l.parquet")
+    assert {k: result.answer[k] for k in OVERLAP_ANSWER} == OVERLAP_ANSWER
+
+
+@SEDONADB
+def test_only_the_points_on_their_first_polygons_boundary_are_asked_again(
+    make_app: Callable[..., Any], workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In OVERLAP_ZONES, B (100,20) and D (95,0) are in both zones and on the boundary of Z1, their first: they are
+    the two points asked again (B inside Z2, D inside neither); A and C are inside Z1 and are not."""
+    from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
+
+    asked: list[list[tuple[float, float]]] = []
+    real = sql.interior_sql
+    monkeypatch.setattr(
+        sql, "interior_sql", lambda xs, ys, z: asked.append(sorted(zip(xs, ys, strict=True))) or real(xs, ys, z)
+    )
+    write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
+    result = make_app(MAPSMITH_ENGINE="sedonadb").run("count_in_polygons", {**ARGS, "output_path": "a.parquet"})
+    assert asked == [sorted([g(100, 20), g(95, 0)])]
+    assert (result.answer["points_in_overlapping_polygons"], result.answer["points_on_shared_boundaries"]) == (3, 1)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_interior_sql_reads_the_coordinates_back_exactly(engine: str) -> None:
+    """A box whose left edge is x = 0.1 + 0.2 (0.30000000000000004, one double above 0.3): the point given at that x
+    is on the edge (it meets the box, not its interior), the point at 0.3 is outside, and one at 0.5 inside. A
+    coordinate read one double off would move the first point inside or out."""
+    import pyarrow as pa
+    import shapely
+
+    from mapsmith_opensource.join_ops.points_in_polygons_sql import interior_sql
+
+    edge = 0.1 + 0.2
+    wkb = shapely.to_wkb(box(edge, 0, 1, 1))
+    query = interior_sql([edge, 0.3, 0.5], [0.5, 0.5, 0.5], "zones")
+    if engine == "duckdb":
+        from mapsmith_opensource.join_ops.spatial_join_duckdb import duckdb_database
+
+        con = duckdb_database().cursor()
+        con.register("raw", pa.table({"n": [0], "wkb": pa.array([wkb], type=pa.binary())}))
+        con.execute("CREATE TEMP VIEW zones AS SELECT n, ST_GeomFromWKB(wkb) AS g FROM raw")
+        found = con.execute(query).to_arrow_table()
+        con.close()
+    else:
+        from mapsmith_opensource.sedonadb_ops import _connection, _table
+
+        sd = _connection()
+        sd.create_data_frame(_table(np.array([box(edge, 0, 1, 1)], dtype=object))).to_view("zones", overwrite=True)
+        try:
+            found = sd.sql(query).to_arrow_table()
+        finally:
+            sd.drop_view("zones")
+    assert sorted(zip(*found.to_pydict().values(), strict=True)) == [(0, False), (2, True)]
+
+
+def test_neighbours_by_hand() -> None:
+    from mapsmith_opensource.join_ops.points_in_polygons_sql import meeting_pairs, neighbour_coordinates, neighbours
 
     a, b, c, far = box(0, 0, 10, 10), box(8, 0, 20, 10), box(10, 10, 12, 12), box(50, 50, 51, 51)
     geoms, left, right = meeting_pairs([a, b, c, far])
     assert sorted(zip(left.tolist(), right.tolist(), strict=True)) == [(0, 1), (0, 2), (1, 2)]
-    regions = shared_regions(geoms, left, right)
-    # a meets b in 8..10 x 0..10 and c at the corner (10,10), on that square; b meets c along y = 10, 10..12
-    assert regions[0].normalize().equals(box(8, 0, 10, 10).normalize())
-    assert regions[1].normalize().equals(GeometryCollection([box(8, 0, 10, 10), LineString([(10, 10), (12, 10)])]))
-    assert regions[2].equals(LineString([(10, 10), (12, 10)]))
-    assert regions[3] is None
-    # Without the union, each polygon's region is the polygons it meets (in no set order): no overlay.
-    met = shared_regions(geoms, left, right, union=False)
-    assert [sorted(m.wkt for m in r.geoms) if r is not None else None for r in met] == [
-        sorted(m.wkt for m in ms) for ms in ([b, c], [a, c], [a, b])
-    ] + [None]
+    lower, higher = neighbours(geoms, left, right)
+    # a meets b and c (at the corner (10,10)); b meets c along y = 10; far meets none
+    members = [[sorted(m.wkt for m in r.geoms) if r is not None else None for r in side] for side in (lower, higher)]
+    assert members[0] == [None, [a.wkt], sorted([a.wkt, b.wkt]), None]
+    assert members[1] == [sorted([b.wkt, c.wkt]), [c.wkt], None, None]
+    # a, b and c each meet two boxes of 5 coordinates: 10 each, far 0; weighted by the areas 100, 120, 4 and 1
+    assert neighbour_coordinates(geoms, left, right) == pytest.approx((10 * 100 + 10 * 120 + 10 * 4) / 225)
 
 
 def test_interiors_disjoint_by_hand() -> None:

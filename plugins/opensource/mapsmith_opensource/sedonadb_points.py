@@ -231,12 +231,11 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
                 lambda q: sd.sql(q).to_arrow_table(),
                 relation,
                 light,
-                lambda regions: _register_zones(sd, zones, polygons.geometry.values, regions),
+                lambda near: _register_zones(sd, zones, polygons.geometry.values, near),
                 scan,
                 polygons.geometry,
                 sql.single_points(ctx.inputs["points_path"].geometry_types),
-                ctx.inputs["points_path"].feature_count,
-                group_shared=True,
+                by_first_polygon=True,
             )
     finally:
         for name in (points, zones):
@@ -248,18 +247,17 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
     return polygons, found
 
 
-def _register_zones(sd: Any, name: str, geoms: Any, regions: Any) -> str:
-    """The polygons as the view ``name`` (n, g, and s: points_in_polygons_sql.shared_regions' regions, when
-    given), replacing the view a first query of the same run made."""
+def _register_zones(sd: Any, name: str, geoms: Any, near: tuple[Any, Any] | None) -> str:
+    """The polygons as the view ``name`` (n, g, and lower and higher: points_in_polygons_sql.neighbours' collections,
+    when given), replacing the view a first query of the same run made."""
     import geoarrow.pyarrow as ga
-    import numpy as np
     import pyarrow as pa
     import shapely
 
     table = _table(geoms)
-    if regions is not None:
-        wkb = pa.array(shapely.to_wkb(np.asarray(regions, dtype=object)), type=pa.binary())
-        table = table.append_column("s", ga.wkb().wrap_array(wkb))
+    for column, collections in zip(("lower", "higher"), near or (), strict=False):
+        wkb = pa.array(shapely.to_wkb(collections), type=pa.binary())
+        table = table.append_column(column, ga.wkb().wrap_array(wkb))
     sd.create_data_frame(table).to_view(name, overwrite=True)
     return name
 

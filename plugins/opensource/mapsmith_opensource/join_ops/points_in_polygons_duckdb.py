@@ -95,16 +95,17 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
     con = duckdb_database().cursor()  # a cursor of its own: its registered table is seen by no other run
     how = "grouped"
 
-    def register(regions: Any) -> str:
-        """The polygons as a relation (n, g, and s from shared_regions' regions when given)."""
+    def register(near: tuple[Any, Any] | None) -> str:
+        """The polygons as a relation (n, g, and lower and higher: points_in_polygons_sql.neighbours' collections,
+        when given)."""
         geoms = np.asarray(polygons.geometry.values, dtype=object)
-        wkb = pa.array(shapely.to_wkb(geoms), type=pa.binary())
-        table = {"n": pa.array(np.arange(len(polygons), dtype=np.int64)), "wkb": wkb}
-        if regions is not None:
-            table["s"] = pa.array(shapely.to_wkb(np.asarray(regions, dtype=object)), type=pa.binary())
+        table = {"n": pa.array(np.arange(len(polygons), dtype=np.int64))}
+        table["wkb"] = pa.array(shapely.to_wkb(geoms), type=pa.binary())
+        for column, collections in zip(("lower", "higher"), near or (), strict=False):
+            table[column] = pa.array(shapely.to_wkb(collections), type=pa.binary())
         con.register(zones, pa.table(table))  # replaces the table a first query of the run registered
-        shared_region = ", ST_GeomFromWKB(s) AS s" if regions is not None else ""
-        return f"(SELECT n, ST_GeomFromWKB(wkb) AS g{shared_region} FROM {zones})"
+        more = "".join(f", ST_GeomFromWKB({c}) AS {c}" for c in ("lower", "higher")[: len(near or ())])
+        return f"(SELECT n, ST_GeomFromWKB(wkb) AS g{more} FROM {zones})"
 
     try:
         if len(polygons) == 0:
@@ -121,8 +122,7 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
                 scan,
                 polygons.geometry,
                 sql.single_points(ctx.inputs["points_path"].geometry_types),
-                ctx.inputs["points_path"].feature_count,
-                group_shared=False,
+                by_first_polygon=False,
             )
     finally:
         con.close()

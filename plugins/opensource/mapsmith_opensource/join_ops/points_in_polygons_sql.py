@@ -26,27 +26,30 @@ of one of them, and the per-polygon query counts the pairs whose point is not in
 With none, no point is in two polygons, the per-polygon rows are the whole answer and a second, plain scan
 counts the points' facts.
 
-Otherwise, for single points, only the points that may be in two polygons are grouped one by one: a point in
-polygon i is in another polygon only if it meets ``s``, i's shared region (shared_regions: the union of i's
-intersections with the polygons it meets, computed here in GEOS, or below SHARED_UNION_MIN_POINTS points the
-polygons it meets as one geometry collection, which needs no overlay). The query gives a pair whose point meets its
-polygon's ``s`` the point's own group and puts every other pair in one common group, which is right only if each
-point in that common group has a single pair there. That is checked, not assumed: every point yields at least one
-pair (the LEFT JOIN), so the common group's pairs plus the points grouped alone equal the number of points exactly
-when no point has two pairs in the common group and none is split between the two; the number of points is the
-files' footers' count, as the header read took it. A miss (a point the computed ``s`` leaves out by rounding, or a
-collection's test answered wrongly) fails the check and the plain GROUPING SETS query
-runs instead. Measured on 10,000,000 points and bench_vector's 10,000 overlapping zones (2,034,849 points in two or
-more), SedonaDB, the query alone, one quiet run each: 14.5 s grouping every point, 9.5 s grouping those in a shared
-region (1.3 s more in GEOS for the regions), 5.2 s for the per-polygon counts alone. On DuckDB the same change made
-whole runs slower (15.8 s -> 19.7 s, against 19.4 s -> 16.0 s on SedonaDB; two interleaved runs each, load
-0.9-1.8): DuckDB tests each pair against the region unprepared, and its grouping by point is cheaper, so DuckDB
-groups every point. Multipoints take the plain GROUPING SETS query. Grouping the points in a shared region by
-location (x, y) instead of by number was tried (a location's pairs over its distinct polygons is its number of
-points): the query alone took 10.6/11.4 s against 14.0/13.6 s, but whole runs 15.9/16.7/16.5 s against
-17.2/17.3/16.4 s (interleaved, load 2.0-2.5) with a peak of 1.87 GB against 1.52 GB, so it was not kept.
-Each query reads the points once: SedonaDB 0.5 loses a geometry column's type when a plan reads the same
-relation twice ("st_setsrid(binary, int64): No kernel").
+Otherwise, for single points, no point is grouped at all: each point is counted once, at its first polygon
+(the lowest-numbered polygon it meets). A point meets another polygon only if that polygon meets this one, so a
+pair (i, point) is the point's first exactly when the point meets none of i's lower-numbered neighbours, and the
+point is in several polygons exactly when, besides, it meets one of i's higher-numbered neighbours. Each polygon
+carries its lower and its higher neighbours as two geometry collections of the original polygons (neighbours:
+no overlay, so no rounding), tested with the same ST_Intersects as the join: per polygon the query sums the
+pairs that are a point's first (the points counted) and those of a point in several polygons. A point in several
+polygons lies inside overlapping ones when it is in the interior of one of them (pair_counts); when it is not
+in its first polygon's interior, the query returns it, and a small second query over those points alone
+(interior_sql) asks whether any polygon holds it in its interior. Measured on 10,000,000 points and
+benchmarks/scale_data.make_inputs' 10,000 overlapping zones (2,034,849 points in two or more; 3.2 neighbours
+per zone on average, 14 at most), SedonaDB, the query alone, one run each in one process, load about 1:
+a raw count (join and GROUP BY zone) 5.8 s, the per-polygon query 6.1 s, by first polygon 11.0 s, grouping the
+points in a shared region one by one (the path this replaced) 14.7 s; at 1,000,000 points 0.68, 0.52 and 1.57 s,
+and the replaced path's query 2.65 s inside a profiled run (/tmp scratch scripts, not in the repo). Whole runs, warm,
+interleaved with the replaced path in fresh processes: count_in_polygons at 1,000,000 points 3.85, 2.76, 2.32 s ->
+1.90, 1.85, 1.90 s; at 10,000,000 18.22, 16.22 s -> 11.58, 11.52 s; summarize_points_in_polygons 2.91, 2.44, 2.63 s
+-> 1.96, 1.84, 1.96 s and 18.78, 19.03 s -> 12.78, 13.35 s. A pair's neighbour tests cost in proportion to the
+coordinates of its polygon's neighbours, so where the polygons overlap more (FIRST_POLYGON_MAX_COORDINATES, measured)
+every point is grouped instead (aggregate_sql). DuckDB groups every point: its grouping by point is cheaper, and the
+first-polygon query made whole runs slower there (1,000,000 points, MAPSMITH_ENGINE=duckdb, warm, two runs each: 3.93
+and 4.18 s against 2.97 and 3.22 s grouped). Multipoints take the GROUPING SETS query: a multipoint's members may meet
+two polygons that do not meet each other. Each query reads the points once: SedonaDB 0.5 loses a geometry column's
+type when a plan reads the same relation twice ("st_setsrid(binary, int64): No kernel").
 """
 
 from __future__ import annotations
@@ -94,52 +97,32 @@ def point_flags(geometry: str, valid: str | None = None) -> str:
     )
 
 
-def aggregate_sql(points_relation: str, zones: str, shared: bool = False) -> str:
+def aggregate_sql(points_relation: str, zones: str) -> str:
     """The one query. ``points_relation`` has columns id (distinct per point, from 0), g, v (the value or null), missing
-    and bad (0/1, see point_flags); ``zones`` has n (the polygon's row, from 0) and g, and with ``shared`` s (the
-    polygon's shared region, null where it meets no other polygon; ``aggregate`` says what it is for).
+    and bad (0/1, see point_flags); ``zones`` has n (the polygon's row, from 0) and g.
 
     In the (polygon) grouping set the point key is null and in the (point) set the polygon row is: point keys
     are never null, so ``j IS NULL`` tells the two sets apart without GROUPING(), which DataFusion and DuckDB
-    name differently. Without ``shared`` each point is its own group; with it, a pair whose point does not meet
-    its polygon's s goes to the one group ``j = -1``, whose rows are counted per pair (``aggregate`` checks
-    that each of its points has one). ``inside`` (the point in the polygon's interior) tells a point inside
-    polygons that overlap from one on a boundary they share (points_in_polygons.pair_counts gives the rule).
+    name differently. ``inside`` (the point in the polygon's interior) tells a point inside polygons that
+    overlap from one on a boundary they share (points_in_polygons.pair_counts gives the rule).
     """
     key = f"CASE WHEN j IS NULL THEN coalesce(i, {NO_POLYGON}) ELSE {POINT_FACTS} END"
-    if shared:  # the one group j = -1 counts its rows, not its groups
-        j = "CASE WHEN t.s IS NOT NULL AND ST_Intersects(t.s, p.g) THEN p.id ELSE -1 END"
-        per_pair = "count(*) AS rows, sum(missing) AS all_missing, sum(bad) AS all_bad, sum(vnull) AS all_vnull, "
-        points = (
-            "sum(CASE WHEN j = -1 THEN rows ELSE 1 END) AS points, "
-            "sum(CASE WHEN j = -1 THEN times WHEN times > 0 THEN 1 ELSE 0 END) AS counted, "
-            "count(*) FILTER (WHERE j <> -1 AND times > 1) AS several, "
-            "count(*) FILTER (WHERE j <> -1 AND times > 1 AND interior) AS overlapping, "
-            "sum(CASE WHEN j = -1 THEN all_missing ELSE missing END) AS missing, "
-            "sum(CASE WHEN j = -1 THEN all_bad ELSE bad END) AS bad, "
-            "sum(CASE WHEN j = -1 THEN all_vnull ELSE vnull END) AS vnull "
-        )
-    else:
-        j, per_pair = "p.id", ""
-        points = (
-            "count(*) AS points, count(*) FILTER (WHERE times > 0) AS counted, "
-            "count(*) FILTER (WHERE times > 1) AS several, count(*) FILTER (WHERE times > 1 AND interior) AS "
-            "overlapping, sum(missing) AS missing, sum(bad) AS bad, sum(vnull) AS vnull "
-        )
     return (
         "WITH pairs AS ("
-        f"SELECT {j} AS j, t.n AS i, p.v AS v, p.missing AS missing, p.bad AS bad, "
+        "SELECT p.id AS j, t.n AS i, p.v AS v, p.missing AS missing, p.bad AS bad, "
         "CASE WHEN p.v IS NULL THEN 1 ELSE 0 END AS vnull, "
         "CASE WHEN t.n IS NULL THEN false ELSE ST_Contains(t.g, p.g) END AS inside "
         f"FROM {points_relation} AS p LEFT JOIN {zones} AS t ON ST_Intersects(t.g, p.g)"
         "), g AS ("
-        f"SELECT i, j, {per_pair}count(i) AS times, bool_or(inside) AS interior, max(missing) AS missing, "
+        "SELECT i, j, count(i) AS times, bool_or(inside) AS interior, max(missing) AS missing, "
         "max(bad) AS bad, max(vnull) AS vnull, count(v) AS nv, sum(v) AS sv, min(v) AS mn, max(v) AS mx, "
         "avg(v) AS av, count(i) FILTER (WHERE v IS NULL) AS nulls "
         "FROM pairs GROUP BY GROUPING SETS ((i), (j))"
         ") "
         f"SELECT {key} AS k, sum(times) AS times, sum(nv) AS nv, sum(sv) AS sv, min(mn) AS mn, max(mx) AS mx, "
-        f"max(av) AS av, sum(nulls) AS nulls, {points}"
+        "max(av) AS av, sum(nulls) AS nulls, count(*) AS points, count(*) FILTER (WHERE times > 0) AS counted, "
+        "count(*) FILTER (WHERE times > 1) AS several, count(*) FILTER (WHERE times > 1 AND interior) AS "
+        "overlapping, sum(missing) AS missing, sum(bad) AS bad, sum(vnull) AS vnull "
         f"FROM g GROUP BY {key}"
     )
 
@@ -152,6 +135,40 @@ def polygon_rows_sql(points: str, zones: str) -> str:
         "avg(p.v) AS av, count(*) FILTER (WHERE p.v IS NULL) AS nulls, "
         "count(*) FILTER (WHERE NOT ST_Contains(t.g, p.g)) AS edge "
         f"FROM {points} AS p JOIN {zones} AS t ON ST_Intersects(t.g, p.g) GROUP BY t.n"
+    )
+
+
+def first_polygon_sql(points: str, zones: str) -> str:
+    """Per polygon, from an inner join: the polygon_rows_sql columns but ``edge``, and ``firsts`` (the pairs that
+    are their point's first: the point meets none of the polygon's lower neighbours), ``several`` (first pairs
+    whose point meets a higher neighbour too) and ``aside``, the points (WKB) of the several-polygon first pairs
+    whose point is not in the polygon's interior (null when none). ``points`` has g and v, ``zones`` n, g, and
+    lower and higher (neighbours' collections, null where none)."""
+    return (
+        "SELECT k, count(*) AS times, count(v) AS nv, sum(v) AS sv, min(v) AS mn, max(v) AS mx, avg(v) AS av, "
+        "count(*) FILTER (WHERE v IS NULL) AS nulls, sum(f) AS firsts, sum(m) AS several, "
+        "array_agg(ST_AsBinary(g)) FILTER (WHERE m = 1 AND NOT inside) AS aside FROM ("
+        "SELECT k, v, g, inside, f, CASE WHEN f = 1 AND higher IS NOT NULL AND ST_Intersects(higher, g) THEN 1 "
+        "ELSE 0 END AS m FROM ("
+        "SELECT t.n AS k, p.v AS v, p.g AS g, t.higher AS higher, ST_Contains(t.g, p.g) AS inside, "
+        "CASE WHEN t.lower IS NULL THEN 1 WHEN ST_Intersects(t.lower, p.g) THEN 0 ELSE 1 END AS f "
+        f"FROM {points} AS p JOIN {zones} AS t ON ST_Intersects(t.g, p.g))) GROUP BY k"
+    )
+
+
+def interior_sql(xs: list[float], ys: list[float], zones: str) -> str:
+    """For each point (x, y) given, by its position in the lists: whether a polygon of ``zones`` (n, g) holds it in
+    its interior, by the engine's own ST_Contains. The coordinates are Python's shortest round-trip forms, read back
+    to the same doubles; each has an exponent, so that DuckDB reads a DOUBLE literal rather than a DECIMAL."""
+
+    def number(value: float) -> str:
+        text = repr(float(value))
+        return text if "e" in text else f"{text}e0"
+
+    rows = ", ".join(f"({n}, {number(x)}, {number(y)})" for n, (x, y) in enumerate(zip(xs, ys, strict=True)))
+    return (
+        "SELECT q.id AS id, bool_or(ST_Contains(t.g, ST_Point(q.x, q.y))) AS interior "
+        f"FROM (VALUES {rows}) AS q(id, x, y) JOIN {zones} AS t ON ST_Intersects(t.g, ST_Point(q.x, q.y)) GROUP BY q.id"
     )
 
 
@@ -177,42 +194,54 @@ def interiors_disjoint(geometries: Any, pairs: tuple[np.ndarray, np.ndarray, np.
     return not bool(shapely.relate_pattern(geoms[left], geoms[right], "T********").any()) if len(left) else True
 
 
-# From how many points ``aggregate`` gives each polygon the union of its intersections as its shared region rather
-# than the polygons it meets as one geometry collection. The union costs GEOS overlays per pair of polygons, the
-# collection a slower test per (polygon, point) pair. Measured for issue 22, whole MapSmith count_in_polygons runs
-# on SedonaDB over benchmarks/scale_data.make_inputs' 10,000 overlapping zones, one fresh process each, load 1.1-1.7
-# (/tmp scratch script, not in the repo): 1M points 3.55 s (0.97 s of it the union) against 2.42 s; 3M 5.39/5.19 s
-# against 4.89/5.21 s; 10M 13.42 s against 13.68 s (the query 10.9 s against 12.0 s).
-SHARED_UNION_MIN_POINTS = 3_000_000
+# Up to how many coordinates of neighbours a pair's point is tested against, on average, ``aggregate`` counts each
+# point at its first polygon; beyond, it groups every point. A pair's tests cost in proportion to the coordinates of
+# its polygon's neighbours (neighbour_coordinates), while the grouping's cost does not grow with them. Measured for
+# issue 22: whole count_in_polygons runs on SedonaDB, 1,000,000 points, benchmarks/scale_data.make_inputs' 10,000
+# zones (17 coordinates each) scaled about their centres so that each meets more, warm, one fresh process each, load
+# 1.3-1.9 (/tmp scratch script, not in the repo), first polygon against grouped:
+#   scale  neighbours (mean, area-weighted)  coordinates per pair  first polygon (s)     grouped (s)
+#   1      3.2, 3.6                          62                    2.24, 1.67            2.94, 2.57
+#   1.25   5.0, 5.7                          97                    3.49, 2.59, 2.96      3.24, 3.43, 2.63
+#   1.5    7.1, 8.2                          139                   4.28                  2.81
+#   2      12.6, 14.5                        246                   14.38                 3.49
+#   4      49.7, 56.8                        966                   101.45                8.08
+FIRST_POLYGON_MAX_COORDINATES = 80
 
 
-def shared_regions(geoms: np.ndarray, left: np.ndarray, right: np.ndarray, union: bool = True) -> np.ndarray:
-    """Per polygon, the union of its intersections with the polygons it meets (meeting_pairs' pairs), or None
-    where it meets none: a point of the polygon lies in another only if it meets this region. Without ``union``,
-    the polygons it meets as one geometry collection (a point of the polygon meets it exactly when it meets the
-    union; no overlay is computed)."""
+def neighbour_coordinates(geoms: np.ndarray, left: np.ndarray, right: np.ndarray) -> float:
+    """The coordinates of its polygon's neighbours a pair's point is tested against, on average over the pairs as
+    the polygons' areas share them out (points spread evenly): sum over the neighbours of each polygon, weighted by
+    its area (each polygon alike when they have none)."""
     import numpy as np
     import shapely
 
-    out = np.full(len(geoms), None, dtype=object)
     if not len(left):
+        return 0.0
+    coordinates = shapely.get_num_coordinates(geoms).astype(float)
+    per_polygon = np.bincount(left, weights=coordinates[right], minlength=len(geoms))
+    per_polygon += np.bincount(right, weights=coordinates[left], minlength=len(geoms))
+    areas = shapely.area(geoms)
+    total = float(areas.sum())
+    return float((per_polygon * areas).sum() / total) if total > 0 else float(per_polygon.mean())
+
+
+def neighbours(geoms: np.ndarray, left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per polygon, the polygons it meets (meeting_pairs' pairs) with a lower row, and those with a higher row, each
+    as one geometry collection of the original polygons (None where there is none)."""
+    import numpy as np
+    import shapely
+
+    def collections(owner: np.ndarray, other: np.ndarray) -> np.ndarray:
+        out = np.full(len(geoms), None, dtype=object)
+        if len(owner):
+            order = np.argsort(owner, kind="stable")
+            owner, other = owner[order], other[order]
+            owners = np.unique(owner)
+            out[owners] = shapely.geometrycollections(geoms[other], indices=np.searchsorted(owners, owner))
         return out
-    owner = np.concatenate([left, right])
-    if not union:
-        other = np.concatenate([right, left])
-        order = np.argsort(owner, kind="stable")
-        owner, other = owner[order], other[order]
-        owners = np.unique(owner)
-        out[owners] = shapely.geometrycollections(geoms[other], indices=np.searchsorted(owners, owner))
-        return out
-    pieces = shapely.intersection(geoms[left], geoms[right])  # each pair once, for both of its polygons
-    pieces = np.concatenate([pieces, pieces])
-    order = np.argsort(owner, kind="stable")
-    owner, pieces = owner[order], pieces[order]
-    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-    for start, end in zip(starts, np.r_[starts[1:], len(owner)], strict=True):
-        out[owner[start]] = shapely.union_all(pieces[start:end])
-    return out
+
+    return collections(right, left), collections(left, right)
 
 
 def single_points(geometry_types: Any) -> bool:
@@ -222,29 +251,30 @@ def single_points(geometry_types: Any) -> bool:
     return bool(types) and all(str(t).split(" ")[0] == "Point" for t in types)
 
 
+# At most this many points in several polygons but not in their first polygon's interior go to interior_sql (one
+# VALUES row each); more take the grouping by point. Such points lie on a polygon's boundary: rare in measured
+# data, common only where points were placed on edges.
+ASIDE_MAX_POINTS = 10_000
+
+
 def aggregate(
     run: Callable[[str], Any],
     points: str,
     light: str,
-    register: Callable[[np.ndarray | None], str],
+    register: Callable[[tuple[np.ndarray, np.ndarray] | None], str],
     scan: str,
     polygons: Any,
     points_are_single: bool,
-    rows: int | None,
-    group_shared: bool,
+    by_first_polygon: bool,
 ) -> tuple[Aggregated, str]:
     """The aggregate of ``polygons`` (a GeoSeries, the zones' rows) and how it was found: "plain" (two plain
-    queries, no point can be in two polygons), "shared" (only the points in a shared region grouped one by one)
-    or "grouped" (every point grouped, aggregate_sql). ``run`` executes a query and returns an Arrow table;
+    queries, no point can be in two polygons), "first" (each point counted at its first polygon, none grouped) or
+    "grouped" (every point grouped, aggregate_sql). ``run`` executes a query and returns an Arrow table;
     ``points`` is aggregate_sql's points relation, ``light`` the points as g and v, ``register`` makes the
-    polygons a relation (n, g, and s from the regions given: shared_regions) and returns its name, ``scan`` is
-    points_scan_sql's query; ``points_are_single``: single_points of the points layer's types; ``rows``: the
-    number of points, as points_path's header read counted them from its footers (None: unknown, and no
-    "shared" path); ``group_shared``: whether the engine takes the "shared" path (faster on
-    SedonaDB, slower on DuckDB: see the module's docstring)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
+    polygons a relation (n, g, and lower and higher from the neighbours given: neighbours) and returns its name,
+    ``scan`` is points_scan_sql's query; ``points_are_single``: single_points of the points layer's types;
+    ``by_first_polygon``: whether the engine takes the "first" path (faster on SedonaDB, not on DuckDB: see the
+    module's docstring)."""
     count = len(polygons)
     if not points_are_single:
         return read_aggregated(run(aggregate_sql(points, register(None))), count), "grouped"
@@ -253,21 +283,57 @@ def aggregate(
     if interiors_disjoint(geoms, pairs):
         zones = register(None)
         found = run(polygon_rows_sql(light, zones))
-        if pc.sum(found.column("edge")).as_py() in (None, 0):
-            facts = read_point_facts(run(scan), count).facts
-            counted = pc.sum(found.column("times")).as_py() or 0  # each counted point in exactly one polygon
-            facts_row = {"k": [POINT_FACTS], "points": [facts.rows], "missing": [facts.missing]}
-            facts_row |= {"bad": [facts.invalid], "vnull": [facts.null_values], "counted": [counted]}
-            facts_row |= {"several": [0], "overlapping": [0]}
-            table = pa.concat_tables([found.drop_columns(["edge"]), pa.table(facts_row)], promote_options="permissive")
-            return read_aggregated(table, count), "plain"
-    if not group_shared or rows is None:
-        return read_aggregated(run(aggregate_sql(points, zones or register(None))), count), "grouped"
-    zones = register(shared_regions(geoms, left, right, union=rows >= SHARED_UNION_MIN_POINTS))
-    found_shared = read_aggregated(run(aggregate_sql(points, zones, shared=True)), count)
-    if found_shared.facts.rows == rows:
-        return found_shared, "shared"
-    return read_aggregated(run(aggregate_sql(points, zones)), count), "grouped"
+        if _total(found, "edge") == 0:
+            counted = _total(found, "times")  # each counted point in exactly one polygon
+            return _with_facts(run, scan, found.drop_columns(["edge"]), count, counted, 0, 0), "plain"
+    if by_first_polygon and neighbour_coordinates(geoms, left, right) <= FIRST_POLYGON_MAX_COORDINATES:
+        zones = register(neighbours(geoms, left, right))
+        found = run(first_polygon_sql(light, zones))
+        pairs_found, counted, several = (_total(found, c) for c in ("times", "firsts", "several"))
+        on_boundary = _on_boundaries(run, found.column("aside"), zones)
+        # Each several-polygon point has two pairs at least: what consistent tests always give
+        if on_boundary is not None and 0 <= on_boundary <= several <= counted and counted + several <= pairs_found:
+            rows = found.drop_columns(["firsts", "several", "aside"])
+            return _with_facts(run, scan, rows, count, counted, several, several - on_boundary), "first"
+    return read_aggregated(run(aggregate_sql(points, zones or register(None))), count), "grouped"
+
+
+def _total(table: Any, column: str) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.sum(table.column(column)).as_py() or 0)
+
+
+def _on_boundaries(run: Callable[[str], Any], aside: Any, zones: str) -> int | None:
+    """How many of first_polygon_sql's ``aside`` points (in several polygons, not in their first one's interior) are
+    in no polygon's interior: on a boundary their polygons share. None when there are more than ASIDE_MAX_POINTS,
+    or the second query misses one of them."""
+    import pyarrow.compute as pc
+    import shapely
+
+    wkb = pc.list_flatten(aside).drop_null().to_numpy(zero_copy_only=False)
+    if len(wkb) == 0:
+        return 0
+    if len(wkb) > ASIDE_MAX_POINTS:
+        return None
+    points = shapely.from_wkb(wkb)
+    found = run(interior_sql(shapely.get_x(points).tolist(), shapely.get_y(points).tolist(), zones))
+    if found.num_rows != len(points):  # each meets its first polygon at least
+        return None
+    return sum(1 for interior in found.column("interior").to_pylist() if not interior)
+
+
+def _with_facts(
+    run: Callable[[str], Any], scan: str, rows: Any, count: int, counted: int, several: int, overlapping: int
+) -> Aggregated:
+    """The per-polygon rows with the one row of point facts: the scan's, and the counts given."""
+    import pyarrow as pa
+
+    facts = read_point_facts(run(scan), count).facts
+    facts_row = {"k": [POINT_FACTS], "points": [facts.rows], "missing": [facts.missing]}
+    facts_row |= {"bad": [facts.invalid], "vnull": [facts.null_values], "counted": [counted]}
+    facts_row |= {"several": [several], "overlapping": [overlapping]}
+    return read_aggregated(pa.concat_tables([rows, pa.table(facts_row)], promote_options="permissive"), count)
 
 
 def path_note(engine: str, path: str) -> str:
@@ -279,21 +345,24 @@ def path_note(engine: str, path: str) -> str:
             "the polygons' interiors being pairwise disjoint and no point on a polygon's boundary, no point can be "
             "in two polygons, so none was grouped by point (points_in_polygons_sql.aggregate)"
         )
-    else:
-        grouped = (
-            "per polygon and per point (GROUP BY GROUPING SETS)"
-            if path == "grouped"
-            else "per polygon and, for the points in the region a polygon shares with another, per point (GROUP BY "
-            "GROUPING SETS; the points grouped together were checked to lie in one polygon at most: "
-            "points_in_polygons_sql.aggregate)"
+    elif path == "first":
+        how = (
+            f"{engine} read points_path itself (GeoParquet), matched the points with the polygons and aggregated "
+            "the matches per polygon in one query, counting each point once at its first polygon (the lowest-numbered "
+            "it meets: the point meets none of that polygon's lower-numbered neighbours) and as in several polygons "
+            "when it meets a higher-numbered neighbour too, and counted its null, empty and invalid geometries in a "
+            "second; no point was grouped, and only a point in several polygons on its first one's boundary came "
+            "back, to be asked whether another polygon holds it in its interior (points_in_polygons_sql.aggregate)"
         )
+    else:
         how = (
             f"{engine} read points_path itself (GeoParquet) and, in one query, counted its null, empty and invalid "
-            f"geometries, matched the points with the polygons and aggregated the matches {grouped}"
+            "geometries, matched the points with the polygons and aggregated the matches per polygon and per point "
+            "(GROUP BY GROUPING SETS)"
         )
     return (
-        f"engine path: direct, aggregated -- {how}; one row per polygon came back, no point and no (polygon, "
-        "point) pair; the polygons were read, checked and written by the GeoPandas engine's code"
+        f"engine path: direct, aggregated -- {how}; one row per polygon came back, no (polygon, point) pair; the "
+        "polygons were read, checked and written by the GeoPandas engine's code"
     )
 
 
