@@ -563,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     args.code = common.code_state()
     args.load_before = load_average()
     args.done_sizes = []
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)  # a --workdir not made yet is made, not refused
     with tempfile.TemporaryDirectory(prefix="bench_goals_", dir=args.workdir) as tmp:
         for points in args.sizes:
             print(f"{points:,} points: {', '.join(args.operations)}", flush=True)

@@ -245,6 +245,26 @@ def mapsmith_api(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+WARM_WAIT_MAX_S = 60.0
+
+
+async def _wait_until_warm(session: Any) -> float | None:
+    """Seconds from ``initialize``'s answer until the server's engine worker reported its warm-up done (server_info's
+    ``sandbox.warm_workers``), off the work's clock as the Python API's ``MapSmith.warm()`` is; None when the server
+    runs its engines in-process (no worker, nothing to wait for). At most WARM_WAIT_MAX_S, then the clock starts
+    anyway."""
+    start = time.perf_counter()
+    while True:
+        reply = await session.call_tool("server_info", {})
+        first = reply.content[0]
+        sandbox = json.loads(first.text if hasattr(first, "text") else "{}").get("sandbox") or {}
+        if "warm_workers" not in sandbox:
+            return None
+        if sandbox["warm_workers"] > 0 or time.perf_counter() - start > WARM_WAIT_MAX_S:
+            return time.perf_counter() - start
+        await asyncio.sleep(0.05)
+
+
 async def _mcp_call(spec: dict[str, Any]) -> dict[str, Any]:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -256,6 +276,7 @@ async def _mcp_call(spec: dict[str, Any]) -> dict[str, Any]:
     t_start = time.perf_counter()
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
+        warm_wait = await _wait_until_warm(session)
         setup = time.perf_counter() - t_start
         t0 = time.perf_counter()
         reply = await session.call_tool(
@@ -274,6 +295,7 @@ async def _mcp_call(spec: dict[str, Any]) -> dict[str, Any]:
         "setup_seconds": setup,
         "engine_ran": engine.get("name") if isinstance(engine, dict) else engine,
         "status": text.get("status"),
+        "warm_wait_seconds": warm_wait,
         **others,
     }
 

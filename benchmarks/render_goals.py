@@ -194,6 +194,35 @@ def _mapsmith_setup(r: dict[str, Any]) -> str:
     return f"{warm_text} Not so in the runs measured before `warm` existed ({', '.join(cold)}): there {cold_text}"
 
 
+def _mcp_setup(r: dict[str, Any]) -> str:
+    """When the MCP variant's clock started, from its runs' records: after the server's worker said it was warm
+    (``warm_wait_seconds``, recorded from 2026-12-05) or right after ``initialize``."""
+    waits: list[float] = []
+    before: list[str] = []
+    for size in r["sizes"]:
+        for operation, op in size["operations"].items():
+            runs = op.get("variants", {}).get("mapsmith_mcp", {}).get("runs_detail", [])
+            if runs and all(run.get("warm_wait_seconds") is not None for run in runs):
+                waits += [float(run["warm_wait_seconds"]) for run in runs]
+            elif runs:
+                before.append(f"`{operation}` at {size['points']:,}")
+    right_after = (
+        "Over MCP the work's clock starts when `initialize` is answered, while the server's engine worker may still "
+        "be warming up, so a call may wait for the rest of it on the clock."
+    )
+    if not waits:
+        return right_after if before else ""  # "": no run over MCP (a preset of the Python API alone)
+    text = (
+        "Over MCP the work's clock starts once the server's engine worker has said its warm-up is done "
+        "(`server_info`'s `sandbox.warm_workers`, asked every 0.05 s from `initialize`'s answer: "
+        f"{min(waits):.2f}-{max(waits):.2f} s of waiting, on the whole process's clock only), as the Python API is "
+        "warmed before its clock."
+    )
+    if before:
+        text += f" Not so in the runs measured before the server said so ({', '.join(before)}): {right_after}"
+    return text
+
+
 def goals_section(
     r: dict[str, Any], title: str = "Goals: each operation through MapSmith against the engines"
 ) -> list[str]:
@@ -210,7 +239,8 @@ def goals_section(
         f"{p.get('big_from_points', 10_000_000):,} points, {p['big_runs']} from there. Each is timed twice: the work "
         "alone (inputs read to output written) and the whole process (spawn to exit, start-up included). Before "
         "the work's clock, a raw engine is imported and connected (a Spark session started), and MapSmith's own "
-        f"modules are imported and `MapSmith()` built; {_mapsmith_setup(r)} Peak memory is the "
+        f"modules are imported and `MapSmith()` built; {' '.join(filter(None, (_mapsmith_setup(r), _mcp_setup(r))))} "
+        "Peak memory is the "
         "process's peak RSS plus that of every process it started (a Spark JVM, the MCP server and its sandbox "
         "worker; for MCP the client's own is left out) and "
         "of the application's Spark executors on a cluster: a sum of peaks. The fastest engine is the fastest "

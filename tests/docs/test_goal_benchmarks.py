@@ -426,6 +426,27 @@ def test_the_page_says_whether_mapsmith_was_warmed_before_its_clock() -> None:
     assert sentence() == cold  # no MapSmith run at all (a capped run of the raw engines only) claims no warm-up
 
 
+def _mcp_runs(*waits: float | None) -> dict[str, Any]:
+    runs = [{"seconds": 1.0} | ({"warm_wait_seconds": w} if w is not None else {}) for w in waits]
+    return {"variants": {"mapsmith_mcp": {"runs_detail": runs}, "duckdb": {"runs_detail": [{"seconds": 0.5}]}}}
+
+
+def test_the_page_says_when_the_mcp_clock_started() -> None:
+    def sentence(**operations: dict[str, Any]) -> str:
+        return render_goals._mcp_setup({"sizes": [{"points": 1_000_000, "operations": operations}]})
+
+    waited = sentence(select_features=_mcp_runs(0.75, 1.5), clip_layer=_mcp_runs(0.5))
+    assert waited.startswith("Over MCP the work's clock starts once the server's engine worker has said")
+    assert "0.50-1.50 s of waiting" in waited
+    right_after = sentence(select_features=_mcp_runs(None))
+    assert right_after.startswith("Over MCP the work's clock starts when `initialize` is answered")
+    # one run of three without the record: the operation is named as measured before
+    mixed = sentence(select_features=_mcp_runs(0.75), clip_layer=_mcp_runs(0.5, None))
+    assert mixed.startswith("Over MCP the work's clock starts once") and "0.75-0.75 s of waiting" in mixed
+    assert "before the server said so (`clip_layer` at 1,000,000)" in mixed and mixed.endswith(right_after)
+    assert sentence(select_features=_api_runs("opensource")) == ""  # no run over MCP: nothing said
+
+
 def _leaving_behind(seconds: float) -> int:
     """A process group whose leader exits at once, leaving a ``sleep`` of ``seconds`` behind in it (as a Spark child
     leaves its JVM); the group's id."""

@@ -110,6 +110,9 @@ class Worker:
         self.killed_for: str | None = None
         self.frames: queue.Queue[Any] = queue.Queue()
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        # The worker's "warm" frame, sent once after its ready frame when MapSmith.warm is done: per stack, "ready"
+        # or why not (None until then). Read off the frame stream, never queued for a call.
+        self.warmed: dict[str, str] | None = None
         started = time.perf_counter()
         self.proc = subprocess.Popen(
             argv,
@@ -142,7 +145,12 @@ class Worker:
     def _read_frames(self, stream: IO[bytes]) -> None:
         try:
             while True:
-                self.frames.put(read_frame(stream))
+                frame = read_frame(stream)
+                if isinstance(frame, dict) and "warm" in frame and "id" not in frame:
+                    warmed = frame["warm"]
+                    self.warmed = {str(k): str(v) for k, v in warmed.items()} if isinstance(warmed, dict) else {}
+                    continue
+                self.frames.put(frame)
         except (EOFError, ProtocolError, ValueError, OSError):
             self.frames.put(_EOF)
         finally:
@@ -400,6 +408,15 @@ class WorkerPool:
     def calls_running(self) -> int:
         with self._cond:
             return len(self._busy)
+
+    def warm_counts(self) -> dict[str, int]:
+        """How many workers finished their warm-up (their "warm" frame came) and how many are starting or warming."""
+        with self._cond:
+            listed = [*self._idle, *self._busy.values()]
+            count = self._count  # alive or starting, and a dead idle one not yet pruned
+        alive = [w for w in listed if w.alive()]
+        warm = sum(1 for w in alive if w.warmed is not None)
+        return {"warm_workers": warm, "warming_workers": max(0, count - warm - (len(listed) - len(alive)))}
 
     def worker_pids(self) -> list[int]:
         with self._cond:

@@ -2,8 +2,9 @@
 
 Each frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. Messages:
 ``{"id", "method", "args"}`` (a request), ``{"id", "progress": [fraction, message]}``,
-``{"id", "result"}`` or ``{"id", "error": MapSmithError.to_dict()}``, and the worker's first frame
-``{"ready": {...}}``. Hand-written because it is twenty lines and every RPC library either wants a
+``{"id", "result"}`` or ``{"id", "error": MapSmithError.to_dict()}``, the worker's first frame
+``{"ready": {...}}``, and, once, ``{"warm": {stack: "ready" or why not}}`` when its warm-up is done (no id: it
+answers no call). Hand-written because it is twenty lines and every RPC library either wants a
 network socket (the worker has none it may use) or pickles, which would let a compromised worker run
 code in the server. This module must never unpickle or eval anything it reads.
 """

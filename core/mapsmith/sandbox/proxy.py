@@ -156,7 +156,7 @@ class SandboxedMapSmith(MapSmith):
 
     def server_info(self) -> dict[str, Any]:
         info = super().server_info()
-        info["sandbox"] = {**self.sandbox.to_dict(), **self.limits.to_dict()}
+        info["sandbox"] = {**self.sandbox.to_dict(), **self.limits.to_dict(), **self.pool.warm_counts()}
         return info
 
     def cancel(self, key: Any) -> bool:

@@ -164,7 +164,8 @@ def main() -> int:
     # After "ready", so that the server's start does not wait for it; a request that comes meanwhile waits at most
     # for the rest of it, which it would otherwise pay in full (DuckDB's spatial extension: 0.2-0.3 s, about 150 MB
     # resident and 1.1 GB of address space, which the memory limit counts; a warm-up the limit stops is not an error).
-    app.warm()
+    # The "warm" frame (no call id) tells the server it is done: server_info's sandbox.warm_workers.
+    write_frame(proto_out, {"warm": app.warm()})
     serve(app, proto_in, proto_out, memory_mb)
     return 0
 
