@@ -372,6 +372,34 @@ def test_neighbours_by_hand() -> None:
     assert members[1] == [sorted([b.wkt, c.wkt]), [c.wkt], None, None]
     # a, b and c each meet two boxes of 5 coordinates: 10 each, far 0; weighted by the areas 100, 120, 4 and 1
     assert neighbour_coordinates(geoms, left, right) == pytest.approx((10 * 100 + 10 * 120 + 10 * 4) / 225)
+    # a polygon without geometry weighs nothing (its area is NaN): a and b meet one box each, 5 coordinates
+    assert neighbour_coordinates(*meeting_pairs([a, b, None])) == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_overlapping_multipolygon_zones(make_app: Callable[..., Any], workspace: Path, engine: str) -> None:
+    """OVERLAP_ZONES with Z2 a multipolygon: the box 90..200 and a far one, 300..400 x 0..100, which holds F (350,50).
+    By hand: Z1 holds Q0, A, B, C, D (5), Z2 Q1, Q2, A, B, C, D, F (7); 8 points counted, A-D in both zones, A, B
+    and C inside one of them, D on a boundary they share. The GeoPandas engine agrees."""
+    from shapely.geometry import MultiPolygon
+
+    zones = [OVERLAP_ZONES[0], MultiPolygon([OVERLAP_ZONES[1], box(*g(300, 0), *g(400, 100))])]
+    write_case(workspace, zones=zones, extra=[*IN_OVERLAP, (Point(g(350, 50)), 2.0)])
+    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "mp.parquet"})
+    assert PATH[engine] in _path_note(workspace, "mp.parquet")
+    assert read(workspace / "mp.parquet")["point_count"].tolist() == [5, 7]
+    expected = {
+        "points": 11,
+        "points_counted": 8,
+        "points_in_no_polygon": 3,
+        "points_in_several_polygons": 4,
+        "points_in_overlapping_polygons": 3,
+        "points_on_shared_boundaries": 1,
+        "total_point_count": 12,
+        "distinct_point_count": 8,
+    }
+    assert {k: result.answer[k] for k in expected} == expected
+    _geopandas_agrees(make_app, workspace, "mp.parquet", expected)
 
 
 def test_interiors_disjoint_by_hand() -> None:

@@ -212,7 +212,7 @@ FIRST_POLYGON_MAX_COORDINATES = 80
 def neighbour_coordinates(geoms: np.ndarray, left: np.ndarray, right: np.ndarray) -> float:
     """The coordinates of its polygon's neighbours a pair's point is tested against, on average over the pairs as
     the polygons' areas share them out (points spread evenly): sum over the neighbours of each polygon, weighted by
-    its area (each polygon alike when they have none)."""
+    its area (each polygon alike when none has any)."""
     import numpy as np
     import shapely
 
@@ -221,7 +221,7 @@ def neighbour_coordinates(geoms: np.ndarray, left: np.ndarray, right: np.ndarray
     coordinates = shapely.get_num_coordinates(geoms).astype(float)
     per_polygon = np.bincount(left, weights=coordinates[right], minlength=len(geoms))
     per_polygon += np.bincount(right, weights=coordinates[left], minlength=len(geoms))
-    areas = shapely.area(geoms)
+    areas = np.nan_to_num(shapely.area(geoms))  # a polygon without geometry has no area (NaN)
     total = float(areas.sum())
     return float((per_polygon * areas).sum() / total) if total > 0 else float(per_polygon.mean())
 
