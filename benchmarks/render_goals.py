@@ -275,8 +275,9 @@ def goals_section(
         + f". MapSmith {m['mapsmith_version']}, {_state(r['code'])}; measured {r['measured_at']}.",
         "",
         f"Produced by `{r['command']}`. To measure the whole set on a quiet machine: "
-        "`python benchmarks/bench_goals.py --preset all` (1, 10 and 30 million points, then 30 million under an "
-        "8 GiB cap; `--eta` prints what each size will take first).",
+        "`python benchmarks/bench_goals.py --preset all --spark-master spark://127.0.0.1:7077` (1, 10 and 30 million "
+        "points, then 30 million under an 8 GiB cap, MapSmith's sedona stack on a standalone Spark cluster, which "
+        "`tests/spark_cluster.py`'s `start_cluster()` starts; `--eta` prints what each size will take first).",
         "",
     ]
     probe = r.get("memory_cap_probe")

@@ -286,6 +286,19 @@ def test_presets_name_the_full_capped_and_cluster_runs() -> None:
     assert cluster.mapsmith_stacks == "sedona"
 
 
+@pytest.mark.parametrize("preset", ["capped", "cluster-100m", "all"])
+def test_the_cluster_presets_refuse_to_run_without_a_cluster(monkeypatch: pytest.MonkeyPatch, preset: str) -> None:
+    """Without a master MapSmith's sedona stack would run Spark in local mode under pages that describe the cluster;
+    --preset all refuses before its hours of uncapped runs, not after them. With one named, or for --eta, no
+    refusal comes (the ETA is printed and the run stops)."""
+    monkeypatch.delenv("MAPSMITH_SPARK_MASTER", raising=False)
+    with pytest.raises(SystemExit, match="measures a standalone Spark cluster"):
+        bench_goals.main(["--preset", preset])
+    assert bench_goals.main(["--preset", preset, "--eta"]) == 0
+    full = bench_goals.parse(["--preset", "full"])
+    bench_goals._cluster_named(full)  # the uncapped set measures Spark in local mode and names no cluster
+
+
 # -- the committed results and the pages -------------------------------------------------------------
 
 
