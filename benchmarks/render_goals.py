@@ -219,7 +219,10 @@ def _mcp_setup(r: dict[str, Any]) -> str:
         "warmed before its clock."
     )
     if before:
-        text += f" Not so in the runs measured before the server said so ({', '.join(before)}): {right_after}"
+        text += (
+            f" Not so in the runs measured before the server said so ({', '.join(before)}): there the clock started "
+            "when `initialize` was answered, while the worker may still have been warming up."
+        )
     return text
 
 
