@@ -8,6 +8,7 @@ read the clock or the machine.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import goal_verdicts
@@ -167,16 +168,20 @@ def _manifest_lines(size: dict[str, Any]) -> list[str]:
     return [f"Every MapSmith output read back ({checked}) had its provenance manifest beside it.", ""]
 
 
+def _variant_runs(r: dict[str, Any], variant: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Per operation and size that ``variant`` ran: where (for the page) and its runs' records."""
+    for size in r["sizes"]:
+        for operation, op in size["operations"].items():
+            if runs := op.get("variants", {}).get(variant, {}).get("runs_detail", []):
+                yield f"`{operation}` at {size['points']:,}", runs
+
+
 def _mapsmith_setup(r: dict[str, Any]) -> str:
     """What MapSmith's Python API did before its clock, from its runs' records: warmed (``MapSmith.warm``, recorded
     as ``warmed`` from 2026-12-05) or not."""
     warm, cold = [], []
-    for size in r["sizes"]:
-        for operation, op in size["operations"].items():
-            runs = op.get("variants", {}).get("mapsmith_api", {}).get("runs_detail", [])
-            if runs:
-                where = f"`{operation}` at {size['points']:,}"
-                (warm if all(run.get("warmed") for run in runs) else cold).append(where)
+    for where, runs in _variant_runs(r, "mapsmith_api"):
+        (warm if all(run.get("warmed") for run in runs) else cold).append(where)
     cold_text = (
         "MapSmith loads the engine a run takes (pyarrow, DuckDB and its spatial extension, SedonaDB, a Spark session) "
         "on first use, so on its clock."
@@ -199,13 +204,11 @@ def _mcp_setup(r: dict[str, Any]) -> str:
     (``warm_wait_seconds``, recorded from 2026-12-05) or right after ``initialize``."""
     waits: list[float] = []
     before: list[str] = []
-    for size in r["sizes"]:
-        for operation, op in size["operations"].items():
-            runs = op.get("variants", {}).get("mapsmith_mcp", {}).get("runs_detail", [])
-            if runs and all(run.get("warm_wait_seconds") is not None for run in runs):
-                waits += [float(run["warm_wait_seconds"]) for run in runs]
-            elif runs:
-                before.append(f"`{operation}` at {size['points']:,}")
+    for where, runs in _variant_runs(r, "mapsmith_mcp"):
+        if all(run.get("warm_wait_seconds") is not None for run in runs):
+            waits += [float(run["warm_wait_seconds"]) for run in runs]
+        else:
+            before.append(where)
     right_after = (
         "Over MCP the work's clock starts when `initialize` is answered, while the server's engine worker may still "
         "be warming up, so a call may wait for the rest of it on the clock."

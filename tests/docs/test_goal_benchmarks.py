@@ -419,9 +419,14 @@ def test_merge_keeps_the_operations_not_measured_again_with_their_origin() -> No
     ]
 
 
+def _variant(variant: str, key: str, values: tuple[Any, ...]) -> dict[str, Any]:
+    """An operation's record with ``variant``'s runs, each with ``key`` set to its value (left out where None)."""
+    runs = [{"seconds": 1.0} | ({key: v} if v is not None else {}) for v in values]
+    return {"variants": {variant: {"runs_detail": runs}, "duckdb": {"runs_detail": [{"seconds": 0.5}]}}}
+
+
 def _api_runs(*warmed: str | None) -> dict[str, Any]:
-    runs = [{"seconds": 1.0} | ({"warmed": w} if w is not None else {}) for w in warmed]
-    return {"variants": {"mapsmith_api": {"runs_detail": runs}, "duckdb": {"runs_detail": [{"seconds": 0.5}]}}}
+    return _variant("mapsmith_api", "warmed", warmed)
 
 
 def test_the_page_says_whether_mapsmith_was_warmed_before_its_clock() -> None:
@@ -440,8 +445,7 @@ def test_the_page_says_whether_mapsmith_was_warmed_before_its_clock() -> None:
 
 
 def _mcp_runs(*waits: float | None) -> dict[str, Any]:
-    runs = [{"seconds": 1.0} | ({"warm_wait_seconds": w} if w is not None else {}) for w in waits]
-    return {"variants": {"mapsmith_mcp": {"runs_detail": runs}, "duckdb": {"runs_detail": [{"seconds": 0.5}]}}}
+    return _variant("mapsmith_mcp", "warm_wait_seconds", waits)
 
 
 def test_the_page_says_when_the_mcp_clock_started() -> None:

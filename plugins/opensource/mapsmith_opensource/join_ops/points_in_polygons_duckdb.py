@@ -96,16 +96,13 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
     how = "grouped"
 
     def register(near: tuple[Any, Any] | None) -> str:
-        """The polygons as a relation (n, g, and lower and higher: points_in_polygons_sql.neighbours' collections,
-        when given)."""
+        """The polygons as a relation (n, g). ``near`` is always None: DuckDB never counts by first polygon
+        (aggregate's by_first_polygon), so no neighbours are registered."""
+        assert near is None
         geoms = np.asarray(polygons.geometry.values, dtype=object)
-        table = {"n": pa.array(np.arange(len(polygons), dtype=np.int64))}
-        table["wkb"] = pa.array(shapely.to_wkb(geoms), type=pa.binary())
-        for column, collections in zip(("lower", "higher"), near or (), strict=False):
-            table[column] = pa.array(shapely.to_wkb(collections), type=pa.binary())
-        con.register(zones, pa.table(table))  # replaces the table a first query of the run registered
-        more = "".join(f", ST_GeomFromWKB({c}) AS {c}" for c in ("lower", "higher")[: len(near or ())])
-        return f"(SELECT n, ST_GeomFromWKB(wkb) AS g{more} FROM {zones})"
+        wkb = pa.array(shapely.to_wkb(geoms), type=pa.binary())
+        con.register(zones, pa.table({"n": pa.array(np.arange(len(polygons), dtype=np.int64)), "wkb": wkb}))
+        return f"(SELECT n, ST_GeomFromWKB(wkb) AS g FROM {zones})"
 
     try:
         if len(polygons) == 0:
