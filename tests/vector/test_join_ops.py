@@ -1025,3 +1025,52 @@ def test_the_planar_search_in_threads_gives_shapely_s_answer(threads: int) -> No
     assert len(one_left) > len(points)  # ties were found
     for got, want in zip(found, (one_left, one_right, one_dist), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def _ties_by_sorting(left, right, dist, n_left):
+    """The tie rule as nearest_join applied it before _break_ties took the unsorted path: every pair sorted."""
+    import numpy as np
+
+    from mapsmith_opensource.join_ops.nearest import TIE_TOLERANCE_METRES
+
+    nearest = np.full(n_left, np.inf)
+    np.minimum.at(nearest, left, dist)
+    near = dist <= nearest[left] + TIE_TOLERANCE_METRES
+    left, right, dist = left[near], right[near], dist[near]
+    tied = int((np.bincount(left, minlength=n_left) > 1).sum())
+    order = np.lexsort((right, left))
+    chosen, first = np.unique(left[order], return_index=True)
+    return chosen, right[order][first], dist[order][first], tied
+
+
+def test_ties_are_broken_by_hand_with_and_without_sorting() -> None:
+    """One pair per input row in input order takes _break_ties' path without sorting; several pairs for a row take
+    the sorted one. By hand: rows 0 and 2 have one candidate each (row 2's distance NaN: never chosen), row 1 none.
+    Then row 0 has join rows 2 and 1 at 5 and 5 + 5e-7 m (within the micrometre: tied, join row 1 wins, with its own
+    distance), row 1 join row 0 at 7 m, and join row 3 at 5 + 2e-6 m is not tied."""
+    import numpy as np
+    import shapely
+
+    from mapsmith_opensource.join_ops.nearest import _break_ties
+
+    i = np.int64
+    left, right, dist, tied = _break_ties(np.array([0, 2], i), np.array([1, 0], i), np.array([3.0, np.nan]), 3)
+    assert (left.tolist(), right.tolist(), dist.tolist(), tied) == ([0], [1], [3.0], 0)
+    left, right, dist, tied = _break_ties(
+        np.array([0, 0, 1, 0], i), np.array([2, 1, 0, 3], i), np.array([5.0, 5.0 + 5e-7, 7.0, 5.0 + 2e-6]), 2
+    )
+    assert (left.tolist(), right.tolist(), dist.tolist(), tied) == ([0, 1], [1, 0], [5.0 + 5e-7, 7.0], 1)
+    # query_nearest's own pairs, with ties (an integer grid) and without (random doubles): the sorted rule's answer
+    rng = np.random.default_rng(11)
+    tied_counts = []
+    for coordinates in (rng.integers(0, 100, (3_000, 2)), rng.random((3_000, 2)) * 100):
+        sites = shapely.points(coordinates[:40])
+        points = shapely.points(coordinates[40:])
+        (pl, pr), pd = shapely.STRtree(sites).query_nearest(points, return_distance=True, all_matches=True)
+        got = _break_ties(pl, pr, pd, len(points))
+        want = _ties_by_sorting(pl, pr, pd, len(points))
+        for a, b in zip(got[:3], want[:3], strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert got[3] == want[3]
+        tied_counts.append(got[3])
+    assert tied_counts[0] > 0 and tied_counts[1] == 0  # the grid had ties (sorted), the doubles none (unsorted)

@@ -151,7 +151,7 @@ def refresh(ctx: RunContext, frame: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
         values[invalid] = kept
         out = frame.copy()
         out = out.set_geometry(values, crs=frame.crs)
-    dims = {int(d) for d in shapely.get_dimensions(out.geometry.values[~shapely.is_empty(out.geometry.values)])}
+    dims = set(np.unique(shapely.get_dimensions(out.geometry.values[~shapely.is_empty(out.geometry.values)])).tolist())
     for field in present:
         if not field.stale:
             actions.setdefault(field.name, "written" if field.own else "kept")

@@ -183,7 +183,8 @@ def nearest_join_spark(ctx: RunContext) -> None:
             (F.max("__d") * unit_m).alias("max"),
             (F.avg("__d") * unit_m).alias("mean"),
         ).collect()[0]
-        renamed = join_ops._rename_clashes([*lfields, lgeom], rfields, join_ops.JOIN_SUFFIX)
+        # distance_m is this run's own field: a join field of that name is renamed, as the GeoPandas engine does
+        renamed = join_ops._rename_clashes([*lfields, lgeom, "distance_m"], rfields, join_ops.JOIN_SUFFIX)
         extra = right.select(F.col(ROW).alias("__jj"), *[F.col(f"`{f}`").alias(renamed.get(f, f)) for f in rfields])
         extra = fields_as_long(extra, [renamed.get(f, f) for f in rfields])
         joined = left.join(chosen, left[ROW] == chosen["__i"], "left")

@@ -70,7 +70,12 @@ def _field_not_found(ctx: RunContext, argument: str, dataset: str, name: str, av
 
 def _refuse_existing(ctx: RunContext, frame: pd.DataFrame, names: list[str], dataset: str = "input_path") -> None:
     """Refuse to write a field the input already has (GeoPackage field names ignore case)."""
-    taken = {str(c).casefold(): str(c) for c in frame.columns}
+    refuse_existing_fields(ctx, [str(c) for c in frame.columns], names, dataset)
+
+
+def refuse_existing_fields(ctx: RunContext, fields: list[str], names: list[str], dataset: str = "input_path") -> None:
+    """``_refuse_existing`` for a layer known by its field names (read as Arrow columns, not a frame)."""
+    taken = {str(c).casefold(): str(c) for c in fields}
     for name in names:
         if name.casefold() in taken:
             raise InputError(
@@ -142,14 +147,21 @@ def _take(frame: pd.DataFrame, positions: np.ndarray) -> pd.DataFrame:
 
 
 def _attach(
-    base: gpd.GeoDataFrame, other: pd.DataFrame, left: np.ndarray, right: np.ndarray, suffix: str
+    base: gpd.GeoDataFrame,
+    other: pd.DataFrame,
+    left: np.ndarray,
+    right: np.ndarray,
+    suffix: str,
+    reserved: tuple[str, ...] = (),
 ) -> tuple[gpd.GeoDataFrame, dict[str, str]]:
-    """``base`` rows ``left`` side by side with ``other`` rows ``right`` (-1: none); clashes renamed."""
+    """``base`` rows ``left`` side by side with ``other`` rows ``right`` (-1: none); clashes renamed, with
+    ``base``'s fields and the ``reserved`` names the caller adds next (nearest_join's distance_m)."""
     import geopandas as gpd
     import numpy as np
     import pandas as pd
 
-    renamed = _rename_clashes([str(c) for c in base.columns], [str(c) for c in other.columns], suffix)
+    taken = [str(c) for c in base.columns] + list(reserved)
+    renamed = _rename_clashes(taken, [str(c) for c in other.columns], suffix)
     extra = _take(other.rename(columns=renamed), right)
     identity = len(left) == len(base) and bool(np.all(left == np.arange(len(base))))
     kept = base.reset_index(drop=True) if identity else base.iloc[left].reset_index(drop=True)
