@@ -49,3 +49,28 @@ def test_a_duckdb_run_imports_no_pandas(workspace: Path, operation: str) -> None
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert answer["engine"] == "duckdb" and answer["status"] == "ok"
     assert answer["pandas"] is False
+
+
+def test_nearest_join_s_columns_path_imports_no_pandas(workspace: Path) -> None:
+    # GeoParquet to GeoParquet in UTM 10N: join_ops.nearest_columns (pyarrow's ParquetFile and buffers, never
+    # pyarrow.array on numpy, which asks pandas); the points' nearest sites are 100 and 50 m away
+    write_layer(
+        workspace / "pts.parquet", [Point(500_000, 5_000_000), Point(500_300, 5_000_000)], "EPSG:32610", v=[1, 2]
+    )
+    write_layer(
+        workspace / "sites.parquet", [Point(500_100, 5_000_000), Point(500_350, 5_000_000)], "EPSG:32610", s=[7, 8]
+    )
+    arguments = {"input_path": "pts.parquet", "join_path": "sites.parquet", "output_path": "n.parquet"}
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(workspace), "nearest_join", json.dumps(arguments)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer == {"engine": "geopandas", "status": "ok", "pandas": False}
+    import pyarrow.parquet as pq
+
+    written = pq.read_table(workspace / "n.parquet")
+    assert (written.column("s").to_pylist(), written.column("distance_m").to_pylist()) == ([7, 8], [100.0, 50.0])

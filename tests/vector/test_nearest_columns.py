@@ -8,6 +8,7 @@ outputs are read back with GeoPandas and compared value by value, with their rec
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -80,10 +81,17 @@ def _run_both(make_app, monkeypatch: pytest.MonkeyPatch, workspace: Path, **argu
     return runs
 
 
+@pytest.mark.parametrize("batch_rows", [None, 2])
 @pytest.mark.parametrize("max_distance", [None, 60])
 def test_the_columns_path_writes_the_geopandas_engine_s_rows_and_records(
-    make_app, monkeypatch: pytest.MonkeyPatch, workspace: Path, max_distance: float | None
+    make_app, monkeypatch: pytest.MonkeyPatch, workspace: Path, max_distance: float | None, batch_rows: int | None
 ) -> None:
+    """``batch_rows`` 2: the six inputs in three batches (A B, C D, E F), the tie in the second, the empty geometry
+    and the Z in the third."""
+    from mapsmith_opensource.join_ops import nearest_columns
+
+    if batch_rows is not None:
+        monkeypatch.setattr(nearest_columns, "BATCH_ROWS", batch_rows)
     hand_layers(workspace)
     extra = {} if max_distance is None else {"max_distance_meters": max_distance}
     runs = _run_both(make_app, monkeypatch, workspace, **extra)
@@ -139,6 +147,12 @@ def test_the_columns_path_writes_the_geopandas_engine_s_rows_and_records(
     assert any(n.startswith("engine path: columns") for n in runs["columns"].notes)
     assert any("columns path was not taken: refused by the test" in n for n in runs["frame"].notes)
     assert a["engine"]["x-mapsmith:components"]["pyarrow"]
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(workspace / "columns.parquet").metadata
+    assert meta.num_row_groups == (3 if batch_rows else 1)
+    geo = json.loads(meta.metadata[b"geo"])["columns"]["geometry"]  # the written points' own extent and type
+    assert geo["bbox"] == [X0, Y0, X0 + 400, Y0 + 500] and geo["geometry_types"] == ["Point"]
 
 
 def test_what_the_columns_path_does_not_take_goes_to_the_geopandas_engine_with_the_reason(app, workspace: Path) -> None:
@@ -178,6 +192,31 @@ def test_what_the_columns_path_does_not_take_goes_to_the_geopandas_engine_with_t
     write_layer(workspace / "s.gpkg", [p(30, 5)], UTM, sid=["S"])
     result = app.run("nearest_join", {"input_path": "s.gpkg", "join_path": "s.parquet", "output_path": "k.parquet"})
     assert not any("columns path" in n for n in result.notes)
+
+
+def test_an_invalid_geometry_in_a_later_batch_ends_the_pass_and_the_geopandas_engine_writes(
+    app, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Batches of 2: A and B are searched and written, then C is a bow-tie (its edges cross at (205,5)); the pass stops,
+    # its partial output goes, and the GeoPandas engine repairs C and measures: C's right triangle reaches x = 210,
+    # 20 m from S (230, 5). A (0,0) is hypot(230, 5) = 230.05 m from S and B (100,0) hypot(130, 5) = 130.1 m.
+    from mapsmith_opensource.join_ops import nearest_columns
+
+    monkeypatch.setattr(nearest_columns, "BATCH_ROWS", 2)
+    bowtie = Polygon([p(200, 0).coords[0], p(210, 10).coords[0], p(210, 0).coords[0], p(200, 10).coords[0]])
+    write_layer(workspace / "in.parquet", [p(0, 0), p(100, 0), bowtie], UTM, name=["A", "B", "C"])
+    write_layer(workspace / "cand.parquet", [p(230, 5)], UTM, sid=["S"])
+    result = app.run(
+        "nearest_join", {"input_path": "in.parquet", "join_path": "cand.parquet", "output_path": "n.parquet"}
+    )
+    assert any("not taken: input_path has invalid geometries" in n for n in result.notes)
+    assert not any(n.startswith("engine path: columns") for n in result.notes)
+    assert read(workspace / "n.parquet")["distance_m"].tolist() == [
+        pytest.approx(math.hypot(230, 5)),
+        pytest.approx(math.hypot(130, 5)),
+        pytest.approx(20.0),
+    ]
+    assert result.engine["name"] == "geopandas" and "pyogrio" in result.engine["x-mapsmith:components"]
 
 
 def test_the_columns_path_refuses_an_input_that_already_has_distance_m(app, workspace: Path) -> None:

@@ -46,19 +46,19 @@ def warn_measured_in_2d(ctx: RunContext, gdf: gpd.GeoDataFrame, measured: str, h
     Returns how many features had Z. The warning is the same code wherever a measure is taken, so
     an agent can branch on it once: MEASURE_2D_ON_3D.
     """
-    return warn_2d_geometries(ctx, gdf.geometry.values, measured, hint)
+    count = int(has_z(gdf.geometry.values).sum())
+    warn_z_count(ctx, count, len(gdf), measured, hint)
+    return count
 
 
-def warn_2d_geometries(ctx: RunContext, geoms: Any, measured: str, hint: str) -> int:
-    """``warn_measured_in_2d`` for an array of shapely geometries (a layer read as columns, not a frame)."""
-    count = int(has_z(geoms).sum())
+def warn_z_count(ctx: RunContext, count: int, total: int, measured: str, hint: str) -> None:
+    """``warn_measured_in_2d``'s warning for ``count`` features with Z of ``total`` (counted batch by batch)."""
     if count:
         ctx.warn(
             "MEASURE_2D_ON_3D",
-            f"{count} of {len(geoms)} features have Z coordinates; {measured} are horizontal (2-D): Z was not used",
+            f"{count} of {total} features have Z coordinates; {measured} are horizontal (2-D): Z was not used",
             hint,
         )
-    return count
 
 
 @dataclass(frozen=True)

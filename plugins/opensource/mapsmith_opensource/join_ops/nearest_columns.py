@@ -5,7 +5,9 @@ The GeoPandas engine (``join_ops.nearest``) reads both layers into GeoDataFrames
 pandas and writes the frame back, re-encoding every geometry. Measured for issue 22 on benchmarks/goal_ops'
 1,000,000 points and 2,000 sites (one profile, 2 cores): reading took 1.2 s, writing 1.0 s, the search 0.9-1.7 s.
 Here the layers are read with pyarrow, only the geometry columns are decoded (shapely, for the search), the join
-fields are taken by row (``pyarrow.Table.take``) and the input's geometry column is written as its bytes were read.
+fields are taken by row (``pyarrow.Table.take``) and the input's geometry column is written as its bytes were read;
+input_path is read, searched and written in batches (BATCH_ROWS), so its decoded geometries are never all held at
+once (a 2-D point costs about 215 bytes in GEOS and Python). pandas is never imported.
 The search, the ties and the record are ``join_ops.nearest``'s own (``nearest_in_threads``, ``choose``,
 ``record_nearest``), so the rows, values, counts, notes and checks are the GeoPandas engine's
 (tests/vector/test_nearest_columns.py runs both on the same layers).
@@ -24,21 +26,27 @@ row under this tie rule.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from mapsmith_opensource.join_ops import nearest as nearest_ops
 from mapsmith_opensource.join_ops import spatial_join_duckdb as files
-from mapsmith_opensource.join_ops.shared import JOIN_SUFFIX, _rename_clashes, refuse_existing_fields
+from mapsmith_opensource.join_ops.shared import JOIN_SUFFIX, _rename_clashes
 
 if TYPE_CHECKING:
     import numpy as np
-    import pyarrow as pa
 
     from mapsmith.runner import RunContext
 
 KEYS = ("input_path", "join_path")
 COLUMNS_ENGINE = "GeoPandas (columns)"  # how spatial_join_duckdb._geoparquet's reasons name this path
 PURPOSE = "measured for nearest neighbours"
+# input_path's rows per batch: at least two of chunked.MIN_CHUNK, so the search's threads split each batch (a batch of
+# 65,536 searched on one thread: whole runs 4.1 s). Measured on benchmarks/goal_ops' 1,000,000 points, whole warm runs
+# interleaved, peak RSS: 131,072 rows 3.1-3.7 s and 424-453 MiB, 262,144 rows 2.8-3.3 s and 493-512 MiB; the whole
+# layer at once (before batches) 3.0 s and 668-685 MiB.
+BATCH_ROWS = 131_072
 PATH_NOTE = (
     "engine path: columns -- the GeoPandas engine's search and tie rule without a DataFrame: pyarrow read both "
     "GeoParquet files, shapely decoded the geometries and searched, the join fields were taken by row as Arrow "
@@ -81,6 +89,8 @@ def columns_problem(ctx: RunContext) -> str | None:
     layers, problem = files.layers_problem(ctx, COLUMNS_ENGINE)
     if problem:
         return problem
+    if any(c.casefold() == "distance_m" for c in layers["input_path"].columns):
+        return "input_path already has a field distance_m (the GeoPandas engine refuses the run: FIELD_EXISTS)"
     if layers["input_path"].geometry in _fields(layers["join_path"]):
         return "join_path has a field named as input_path's geometry column"
     return None
@@ -90,33 +100,92 @@ def _fields(layer: files._GeoParquet) -> list[str]:
     return [c for c in layer.columns if c != layer.geometry]
 
 
-def _decoded(table: pa.Table, column: str) -> np.ndarray:
-    """The column's WKB as shapely geometries (None for a null). A decoder reading 2-D points' coordinates straight
-    from Arrow's buffers was measured and left out: creating the GEOS points is most of the cost (0.42 s against
-    shapely.from_wkb's 0.55 s on 1,000,000 points)."""
+def _decoded(values: Any) -> np.ndarray:
+    """A WKB column's values as shapely geometries (None for a null). A decoder reading 2-D points' coordinates
+    straight from Arrow's buffers was measured and left out: creating the GEOS points is most of the cost (0.42 s
+    against shapely.from_wkb's 0.55 s on 1,000,000 points)."""
+    import pyarrow as pa
     import shapely
 
     from mapsmith_opensource.layer_facts import _objects
 
-    return shapely.from_wkb(_objects(table.column(column).combine_chunks()))
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    return shapely.from_wkb(_objects(values))
+
+
+@dataclass
+class _Pass:
+    """What one pass over input_path's batches learnt: the chosen pairs (input rows counted over the whole layer),
+    and the facts of the geometries it read (the output's: they are written as read)."""
+
+    rows: int = 0
+    missing: int = 0
+    with_z: int = 0
+    type_ids: set[int] = field(default_factory=set)
+    bounds: list[tuple[float, float, float, float]] = field(default_factory=list)
+    chosen: list[nearest_ops.Chosen] = field(default_factory=list)
+
+    def add(self, geoms: np.ndarray, missing: np.ndarray, chosen: nearest_ops.Chosen) -> None:
+        import numpy as np
+        import shapely
+
+        from mapsmith_opensource.measure_lengths import has_z
+
+        present = geoms[~missing]
+        self.missing += int(missing.sum())
+        self.with_z += int(has_z(geoms).sum())
+        if len(present):
+            self.type_ids |= set(np.unique(shapely.get_type_id(present)).tolist())
+        box = _bounds(present)
+        if box is not None:
+            self.bounds.append(box)
+        self.chosen.append(dataclasses.replace(chosen, left=chosen.left + self.rows))
+        self.rows += len(geoms)
+
+    def extent(self) -> tuple[float, float, float, float] | None:
+        if not self.bounds:
+            return None
+        xmin, ymin, xmax, ymax = zip(*self.bounds, strict=True)
+        return (min(xmin), min(ymin), max(xmax), max(ymax))
+
+    def all_chosen(self) -> nearest_ops.Chosen:
+        """The batches' choices as one, as ``nearest_ops.choose`` gives them for the whole layer (each input row's
+        choice depends on its own candidates only)."""
+        import numpy as np
+
+        parts = self.chosen
+        return nearest_ops.Chosen(
+            np.concatenate([c.left for c in parts]),
+            np.concatenate([c.right for c in parts]),
+            np.concatenate([c.metres for c in parts]),
+            sum(c.tied for c in parts),
+            sum(c.beyond for c in parts),
+        )
 
 
 def nearest_join_columns(ctx: RunContext) -> bool:
     """Run the nearest join on the columns path and write the output: True; False when the path cannot take it
-    (nothing recorded but a note naming the reason, when both inputs are GeoParquet)."""
+    (nothing recorded but a note naming the reason, when both inputs are GeoParquet).
+
+    input_path is read, searched and written BATCH_ROWS rows at a time (a row's choice depends on its own candidates
+    only), so one batch's decoded geometries are held at once, never the layer's; what the records need is gathered
+    on the way and recorded once the pass is over, in the GeoPandas path's order. A batch with an invalid geometry
+    ends the pass: the partial output is removed and the GeoPandas engine runs instead."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
     import shapely
     from pyproj import CRS
 
+    from mapsmith.crs import linear_unit_metres
     from mapsmith.runner import OutputStats
     from mapsmith.verify.facts import OutputFacts
     from mapsmith_opensource import io
     from mapsmith_opensource.common import TYPE_NAMES, record_input_validity, report_geometry_validity, to_metric
     from mapsmith_opensource.join_ops.ground import _CrsOnly, _record_planar
     from mapsmith_opensource.join_ops.spatial_join_sedonadb import _geo_metadata
-    from mapsmith_opensource.measure_lengths import warn_2d_geometries
+    from mapsmith_opensource.measure_lengths import warn_z_count
 
     problem = columns_problem(ctx)
     if problem is not None:
@@ -126,57 +195,86 @@ def nearest_join_columns(ctx: RunContext) -> bool:
     layers, _ = files.layers_problem(ctx, COLUMNS_ENGINE)
     left_layer, join_layer = layers["input_path"], layers["join_path"]
     # ParquetFile, not read_table: read_table imports pyarrow.dataset, which imports pandas (0.25 s of a fresh process)
-    left = pq.ParquetFile(left_layer.path).read(columns=list(left_layer.columns))
-    left_geoms = _decoded(left, left_layer.geometry)
-    missing = shapely.is_missing(left_geoms) | shapely.is_empty(left_geoms)
-    if not bool(np.all(shapely.is_valid(left_geoms) | missing)):
-        ctx.notes.append(
-            "engine path: GeoDataFrame -- the columns path was not taken: input_path has invalid geometries, which "
-            "the GeoPandas engine makes valid before measuring"
-        )
-        return False
     join = pq.ParquetFile(join_layer.path).read(columns=list(join_layer.columns))
-    join_geoms = _decoded(join, join_layer.geometry)
-    _set_engine(ctx)
-    ctx.notes.append(PATH_NOTE)
-    # what common.read_input records of each layer it reads: input_path's were all valid (above)
-    record_input_validity(
-        ctx, "input_path", rows=len(left_geoms), invalid_count=0, missing_count=int(missing.sum()), invalid=[]
-    )
-    warn_2d_geometries(ctx, left_geoms, "distance_m", "distance_m is the horizontal distance")
-    report_geometry_validity(ctx, join_geoms, "join_path")
-    refuse_existing_fields(ctx, list(left_layer.columns), ["distance_m"])
-    crs = CRS.from_wkt(ctx.inputs["input_path"].crs_wkt or "")
-    metric = to_metric(ctx, _CrsOnly(crs), PURPOSE)  # type: ignore[arg-type]  # planar: columns_problem
-    n_left, n_join = len(left_geoms), len(join_geoms)
-    _record_planar(ctx, metric, n_left)
-    max_m = ctx.arguments.get("max_distance_meters")
-    limit = metric.units(max_m) if max_m is not None else None
+    join_geoms = _decoded(join.column(join_layer.geometry))
     tree = shapely.STRtree(join_geoms)
-    found_left, found_right, found = nearest_ops.nearest_in_threads(tree, left_geoms, limit)
-    chosen = nearest_ops.choose(found_left, found_right, found * metric.metres_per_unit, n_left, max_m)
-    right, distance = chosen.columns(n_left)
+    crs = CRS.from_wkt(ctx.inputs["input_path"].crs_wkt or "")
+    unit_m = linear_unit_metres(crs)  # the unit to_metric records below for this planar CRS (columns_problem)
+    max_m = ctx.arguments.get("max_distance_meters")
+    limit = max_m / unit_m if max_m is not None else None
     incoming = _fields(join_layer)
     renamed = _rename_clashes([*left_layer.columns, "distance_m"], incoming, JOIN_SUFFIX)  # as nearest_join's
-    taken = join.select(incoming).take(pa.array(right, mask=right < 0))
-    out = left
-    for name in incoming:
-        column = taken.column(name)
-        if pa.types.is_integer(column.type) and not pa.types.is_int64(column.type):
-            column = column.cast(pa.int64())  # as the GeoPandas engine writes join_path's integers (pandas' Int64)
-        out = out.append_column(renamed.get(name, name), column)
-    out = out.append_column("distance_m", pa.array(distance, mask=np.isnan(distance)))
-    nearest_ops.record_nearest(ctx, chosen, n_left, n_join, renamed, max_m)
-    present = ~missing
-    types = tuple(TYPE_NAMES[t] for t in sorted(set(np.unique(shapely.get_type_id(left_geoms[present])).tolist())))
-    bounds = _bounds(left_geoms[present])
-    facts = OutputFacts(n_left, n_left - int(present.sum()), 0, types, bounds)  # type: ignore[arg-type]
-    _derived_kept(ctx, out.column_names)
+    fields = join.select(incoming)
+    passed = _Pass()
     assert ctx.temp_output is not None
-    pq.write_table(out.replace_schema_metadata({"geo": _geo_metadata(left_layer, facts)}), ctx.temp_output)
+    writer: Any = None
+    try:
+        for batch in pq.ParquetFile(left_layer.path).iter_batches(BATCH_ROWS, columns=list(left_layer.columns)):
+            geoms = _decoded(batch.column(left_layer.geometry))
+            missing = shapely.is_missing(geoms) | shapely.is_empty(geoms)
+            if not bool(np.all(shapely.is_valid(geoms) | missing)):
+                ctx.notes.append(
+                    "engine path: GeoDataFrame -- the columns path was not taken: input_path has invalid "
+                    "geometries, which the GeoPandas engine makes valid before measuring"
+                )
+                if writer is not None:
+                    writer.close()
+                    writer = None
+                ctx.temp_output.unlink(missing_ok=True)
+                return False
+            found_left, found_right, found = nearest_ops.nearest_in_threads(tree, geoms, limit)
+            chosen = nearest_ops.choose(found_left, found_right, found * unit_m, len(geoms), max_m)
+            passed.add(geoms, missing, chosen)
+            right, distance = chosen.columns(len(geoms))
+            taken = fields.take(_arrow(right, right >= 0))
+            out = pa.Table.from_batches([batch])
+            for name in incoming:
+                column = taken.column(name)
+                if pa.types.is_integer(column.type) and not pa.types.is_int64(column.type):
+                    column = column.cast(pa.int64())  # as the GeoPandas engine writes join_path's (pandas' Int64)
+                out = out.append_column(renamed.get(name, name), column)
+            out = out.append_column("distance_m", _arrow(distance, ~np.isnan(distance)))
+            out = out.replace_schema_metadata(None)  # input_path's own (its geo, pandas' index) would be stale
+            if writer is None:
+                writer = pq.ParquetWriter(ctx.temp_output, out.schema)
+            writer.write_table(out)
+        n_left = passed.rows
+        types = tuple(TYPE_NAMES[t] for t in sorted(passed.type_ids))
+        facts = OutputFacts(n_left, passed.missing, 0, types, passed.extent())  # type: ignore[arg-type]
+        assert writer is not None  # columns_problem: input_path has features
+        writer.add_key_value_metadata({"geo": _geo_metadata(left_layer, facts)})
+        writer.close()
+        writer = None
+    finally:
+        if writer is not None:  # an error above: the partial file is the runner's temporary output, removed with it
+            writer.close()
+    # The records, in the order the GeoPandas path makes them (common.read_input, then nearest_ops.nearest_join).
+    _set_engine(ctx)
+    ctx.notes.append(PATH_NOTE)
+    record_input_validity(ctx, "input_path", rows=n_left, invalid_count=0, missing_count=passed.missing, invalid=[])
+    warn_z_count(ctx, passed.with_z, n_left, "distance_m", "distance_m is the horizontal distance")
+    report_geometry_validity(ctx, join_geoms, "join_path")
+    metric = to_metric(ctx, _CrsOnly(crs), PURPOSE)  # type: ignore[arg-type]  # planar: columns_problem
+    _record_planar(ctx, metric, n_left)
+    nearest_ops.record_nearest(ctx, passed.all_chosen(), n_left, len(join_geoms), renamed, max_m)
+    _derived_kept(ctx, [*left_layer.columns, *(renamed.get(n, n) for n in incoming), "distance_m"])
     # input_path's geometries are written as read, and every one was valid (checked above).
     ctx.output_stats = OutputStats(feature_count=n_left, invalid_count=0, geometry_types=types)
     return True
+
+
+def _arrow(values: np.ndarray, valid: np.ndarray) -> Any:
+    """A numpy array of int64 or float64 as an Arrow array, null where ``valid`` is False, built from its buffers:
+    ``pyarrow.array`` on a numpy array imports pandas to ask whether it is one (0.25 s of a fresh process)."""
+    import numpy as np
+    import pyarrow as pa
+
+    kind = {np.dtype(np.int64): pa.int64(), np.dtype(np.float64): pa.float64()}[values.dtype]
+    nulls = len(values) - int(valid.sum())
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(
+        kind, len(values), [bitmap, pa.py_buffer(np.ascontiguousarray(values))], null_count=nulls
+    )
 
 
 def _bounds(geoms: np.ndarray) -> tuple[float, float, float, float] | None:
@@ -204,8 +302,8 @@ def _derived_kept(ctx: RunContext, names: list[str]) -> None:
         return
     actions = plan.actions if plan.actions is not None else {}
     plan.actions = actions
-    for field in present:
-        actions.setdefault(field.name, "written" if field.own else "kept")
+    for derived in present:
+        actions.setdefault(derived.name, "written" if derived.own else "kept")
 
 
 def _set_engine(ctx: RunContext) -> None:

@@ -70,12 +70,7 @@ def _field_not_found(ctx: RunContext, argument: str, dataset: str, name: str, av
 
 def _refuse_existing(ctx: RunContext, frame: pd.DataFrame, names: list[str], dataset: str = "input_path") -> None:
     """Refuse to write a field the input already has (GeoPackage field names ignore case)."""
-    refuse_existing_fields(ctx, [str(c) for c in frame.columns], names, dataset)
-
-
-def refuse_existing_fields(ctx: RunContext, fields: list[str], names: list[str], dataset: str = "input_path") -> None:
-    """``_refuse_existing`` for a layer known by its field names (read as Arrow columns, not a frame)."""
-    taken = {str(c).casefold(): str(c) for c in fields}
+    taken = {str(c).casefold(): str(c) for c in frame.columns}
     for name in names:
         if name.casefold() in taken:
             raise InputError(
