@@ -162,25 +162,44 @@ def choose(left: np.ndarray, right: np.ndarray, metres: np.ndarray, n_left: int,
     return Chosen(chosen_left, chosen_right, chosen_dist, tied, beyond)
 
 
+@dataclass(frozen=True)
+class Tally:
+    """What the record needs of the choices: counts, the join rows used, and every chosen distance (in input order:
+    its mean is numpy's pairwise sum over them, the same double on every path)."""
+
+    matched: int
+    tied: int
+    beyond: int
+    join_used: int
+    metres: np.ndarray
+
+    @classmethod
+    def of(cls, chosen: Chosen, n_join: int) -> Tally:
+        import numpy as np
+
+        used = int(np.count_nonzero(np.bincount(chosen.right, minlength=n_join)))
+        return cls(len(chosen.left), chosen.tied, chosen.beyond, used, chosen.metres)
+
+
 def record_nearest(
-    ctx: RunContext, chosen: Chosen, n_left: int, n_join: int, renamed: dict[str, str], max_m: float | None
+    ctx: RunContext, tally: Tally, n_left: int, n_join: int, renamed: dict[str, str], max_m: float | None
 ) -> None:
     """What every nearest_join path records: the counts, the renamed fields, the tie rule, the note, the range
     check and the answer."""
     import numpy as np
 
-    dist = chosen.metres
-    unmatched = n_left - len(chosen.left)
+    dist = tally.metres
+    unmatched = n_left - tally.matched
     counts = {
         "input_features": n_left,
         "join_features": n_join,
-        "input_features_matched": len(chosen.left),
+        "input_features_matched": tally.matched,
         "input_features_unmatched": unmatched,
-        "input_features_with_tied_nearest": chosen.tied,
-        "join_features_used": int(np.count_nonzero(np.bincount(chosen.right, minlength=n_join))),
+        "input_features_with_tied_nearest": tally.tied,
+        "join_features_used": tally.join_used,
     }
     if max_m is not None:
-        counts["nearest_beyond_max_distance"] = chosen.beyond
+        counts["nearest_beyond_max_distance"] = tally.beyond
     ctx.parameters["x-mapsmith:join_counts"] = counts
     ctx.parameters["x-mapsmith:renamed_fields"] = renamed
     ctx.parameters["x-mapsmith:tie_rule"] = TIE_RULE
@@ -188,8 +207,8 @@ def record_nearest(
         f"no join feature within {max_m} m, or no geometry" if max_m is not None else "no geometry, or no join features"
     )
     ctx.notes.append(
-        f"{len(chosen.left)} of {n_left} input features got their nearest join feature; {unmatched} got none "
-        f"({why_unmatched}) and were kept with empty join fields and distance_m; {chosen.tied} had several equally "
+        f"{tally.matched} of {n_left} input features got their nearest join feature; {unmatched} got none "
+        f"({why_unmatched}) and were kept with empty join fields and distance_m; {tally.tied} had several equally "
         "near join features (" + TIE_RULE + ")" + (f"; join fields renamed: {renamed}" if renamed else "")
     )
     limit = max_m if max_m is not None else float("inf")
@@ -242,5 +261,5 @@ def nearest_join(ctx: RunContext, planar_nearest: PlanarNearest | None = None) -
     # a join field named distance_m is renamed like any clash, never overwritten by the distance
     out, renamed = _attach(left, _attributes(join), np.arange(n_left), right, JOIN_SUFFIX, ("distance_m",))
     out["distance_m"] = distance
-    record_nearest(ctx, chosen, n_left, n_join, renamed, max_m)
+    record_nearest(ctx, Tally.of(chosen, n_join), n_left, n_join, renamed, max_m)
     write_output(ctx, out)

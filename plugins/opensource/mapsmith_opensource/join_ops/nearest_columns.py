@@ -26,7 +26,6 @@ row under this tie rule.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -116,15 +115,21 @@ def _decoded(values: Any) -> np.ndarray:
 
 @dataclass
 class _Pass:
-    """What one pass over input_path's batches learnt: the chosen pairs (input rows counted over the whole layer),
-    and the facts of the geometries it read (the output's: they are written as read)."""
+    """What one pass over input_path's batches learnt: the tally of the choices (the chosen distances kept, 8 bytes a
+    row; the rows themselves are written batch by batch) and the facts of the geometries read (the output's: they
+    are written as read)."""
 
+    n_join: int
     rows: int = 0
     missing: int = 0
     with_z: int = 0
+    matched: int = 0
+    tied: int = 0
+    beyond: int = 0
     type_ids: set[int] = field(default_factory=set)
     bounds: list[tuple[float, float, float, float]] = field(default_factory=list)
-    chosen: list[nearest_ops.Chosen] = field(default_factory=list)
+    used: np.ndarray | None = None  # which join rows were chosen, over the batches so far
+    metres: list[np.ndarray] = field(default_factory=list)
 
     def add(self, geoms: np.ndarray, missing: np.ndarray, chosen: nearest_ops.Chosen) -> None:
         import numpy as np
@@ -133,6 +138,7 @@ class _Pass:
         from mapsmith_opensource.measure_lengths import has_z
 
         present = geoms[~missing]
+        self.rows += len(geoms)
         self.missing += int(missing.sum())
         self.with_z += int(has_z(geoms).sum())
         if len(present):
@@ -140,8 +146,12 @@ class _Pass:
         box = _bounds(present)
         if box is not None:
             self.bounds.append(box)
-        self.chosen.append(dataclasses.replace(chosen, left=chosen.left + self.rows))
-        self.rows += len(geoms)
+        self.matched += len(chosen.left)
+        self.tied += chosen.tied
+        self.beyond += chosen.beyond
+        chosen_here = np.bincount(chosen.right, minlength=self.n_join) > 0
+        self.used = chosen_here if self.used is None else self.used | chosen_here
+        self.metres.append(chosen.metres)
 
     def extent(self) -> tuple[float, float, float, float] | None:
         if not self.bounds:
@@ -149,19 +159,14 @@ class _Pass:
         xmin, ymin, xmax, ymax = zip(*self.bounds, strict=True)
         return (min(xmin), min(ymin), max(xmax), max(ymax))
 
-    def all_chosen(self) -> nearest_ops.Chosen:
-        """The batches' choices as one, as ``nearest_ops.choose`` gives them for the whole layer (each input row's
-        choice depends on its own candidates only)."""
+    def tally(self) -> nearest_ops.Tally:
+        """The batches' tallies as one: what ``nearest_ops.Tally.of`` gives for the whole layer's choices (each input
+        row's choice depends on its own candidates only, and the distances stay in input order)."""
         import numpy as np
 
-        parts = self.chosen
-        return nearest_ops.Chosen(
-            np.concatenate([c.left for c in parts]),
-            np.concatenate([c.right for c in parts]),
-            np.concatenate([c.metres for c in parts]),
-            sum(c.tied for c in parts),
-            sum(c.beyond for c in parts),
-        )
+        used = int(self.used.sum()) if self.used is not None else 0
+        metres = np.concatenate(self.metres) if self.metres else np.zeros(0)
+        return nearest_ops.Tally(self.matched, self.tied, self.beyond, used, metres)
 
 
 def nearest_join_columns(ctx: RunContext) -> bool:
@@ -205,11 +210,14 @@ def nearest_join_columns(ctx: RunContext) -> bool:
     incoming = _fields(join_layer)
     renamed = _rename_clashes([*left_layer.columns, "distance_m"], incoming, JOIN_SUFFIX)  # as nearest_join's
     fields = join.select(incoming)
-    passed = _Pass()
+    passed = _Pass(len(join_geoms))
     assert ctx.temp_output is not None
     writer: Any = None
     try:
-        for batch in pq.ParquetFile(left_layer.path).iter_batches(BATCH_ROWS, columns=list(left_layer.columns)):
+        # pre_buffer off: with it, the reader kept every row group's bytes it had read until the end (Arrow's
+        # allocation grew by the file's size: 43 against 243 MiB after 60 batches of benchmarks/goal_ops' 10M points)
+        source = pq.ParquetFile(left_layer.path, pre_buffer=False)
+        for batch in source.iter_batches(BATCH_ROWS, columns=list(left_layer.columns)):
             geoms = _decoded(batch.column(left_layer.geometry))
             missing = shapely.is_missing(geoms) | shapely.is_empty(geoms)
             if not bool(np.all(shapely.is_valid(geoms) | missing)):
@@ -256,7 +264,7 @@ def nearest_join_columns(ctx: RunContext) -> bool:
     report_geometry_validity(ctx, join_geoms, "join_path")
     metric = to_metric(ctx, _CrsOnly(crs), PURPOSE)  # type: ignore[arg-type]  # planar: columns_problem
     _record_planar(ctx, metric, n_left)
-    nearest_ops.record_nearest(ctx, passed.all_chosen(), n_left, len(join_geoms), renamed, max_m)
+    nearest_ops.record_nearest(ctx, passed.tally(), n_left, len(join_geoms), renamed, max_m)
     _derived_kept(ctx, [*left_layer.columns, *(renamed.get(n, n) for n in incoming), "distance_m"])
     # input_path's geometries are written as read, and every one was valid (checked above).
     ctx.output_stats = OutputStats(feature_count=n_left, invalid_count=0, geometry_types=types)
