@@ -101,13 +101,17 @@ def test_the_columns_path_writes_the_geopandas_engine_s_rows_and_records(
     far = max_distance is not None
     assert by_name["name_join"].tolist()[:3] == ["S1", "S2", "S4"]
     assert by_name["distance_m"].tolist()[:3] == [5.0, 10.0, 50.0]
-    assert by_name.loc["D", "distance_m"] != by_name.loc["D", "distance_m"] if far else by_name.loc["D", "name_join"]
-    if not far:
+    values = _values(columns)  # missing values as None, rows in input order A..F
+    unmatched = [i for i, joined in enumerate(values["name_join"]) if joined is None]
+    assert [values["distance_m"][i] for i in unmatched] == [None] * len(unmatched)
+    if far:  # D (490.4 m) and F (174.6 m) are beyond 60 m: empty join fields, as E (no geometry)
+        assert [values["name"][i] for i in unmatched] == ["D", "E", "F"]
+    else:
         assert by_name.loc["D", "name_join"] == "S4"
         assert by_name.loc["D", "distance_m"] == pytest.approx(math.hypot(170, 460))
         assert by_name.loc["F", "name_join"] == "S3"
         assert by_name.loc["F", "distance_m"] == pytest.approx(math.hypot(170, 40))
-    assert by_name.loc["E", "name_join"] is None or by_name.loc["E", "name_join"] != by_name.loc["E", "name_join"]
+        assert [values["name"][i] for i in unmatched] == ["E"]
     answer = runs["columns"].answer
     assert answer["input_features_with_tied_nearest"] == 1
     assert answer["input_features_matched"] == (3 if far else 5)
