@@ -606,11 +606,12 @@ def test_nearest_join_in_degrees_is_geodesic_at_46n(app, workspace: Path) -> Non
     assert read(workspace / "n.gpkg").crs.to_epsg() == 4326
 
 
-def test_nearest_join_refuses_an_input_that_already_has_distance_m(app, workspace: Path) -> None:
-    write_layer(workspace / "in.gpkg", [grid_point(0, 0)], UTM, distance_m=[1.0])
-    write_layer(workspace / "cand.gpkg", [grid_point(3, 4)], UTM, name=["S1"])
+@pytest.mark.parametrize("ext", [".gpkg", ".parquet"])  # .parquet: join_ops.nearest_columns hands it on unread
+def test_nearest_join_refuses_an_input_that_already_has_distance_m(app, workspace: Path, ext: str) -> None:
+    write_layer(workspace / f"in{ext}", [grid_point(0, 0)], UTM, distance_m=[1.0])
+    write_layer(workspace / f"cand{ext}", [grid_point(3, 4)], UTM, name=["S1"])
     with pytest.raises(InputError) as err:
-        app.run("nearest_join", {"input_path": "in.gpkg", "join_path": "cand.gpkg", "output_path": "n.gpkg"})
+        app.run("nearest_join", {"input_path": f"in{ext}", "join_path": f"cand{ext}", "output_path": f"n{ext}"})
     assert err.value.code == "FIELD_EXISTS" and err.value.evidence["field"] == "distance_m"
 
 

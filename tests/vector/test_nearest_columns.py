@@ -223,16 +223,6 @@ def test_an_invalid_geometry_in_a_later_batch_ends_the_pass_and_the_geopandas_en
     assert result.engine["name"] == "geopandas" and "pyogrio" in result.engine["x-mapsmith:components"]
 
 
-def test_the_columns_path_refuses_an_input_that_already_has_distance_m(app, workspace: Path) -> None:
-    from mapsmith.errors import InputError
-
-    write_layer(workspace / "in.parquet", [p(0, 0)], UTM, distance_m=[1.0])
-    write_layer(workspace / "cand.parquet", [p(3, 4)], UTM, name=["S1"])
-    with pytest.raises(InputError) as err:
-        app.run("nearest_join", {"input_path": "in.parquet", "join_path": "cand.parquet", "output_path": "n.parquet"})
-    assert err.value.code == "FIELD_EXISTS" and err.value.evidence["field"] == "distance_m"
-
-
 @pytest.mark.parametrize("ext", [".parquet", ".gpkg"])
 def test_a_join_field_named_distance_m_is_renamed_not_overwritten(app, workspace: Path, ext: str) -> None:
     # A (0,0) and its one candidate S (3,4) at 5 m; S carries its own distance_m, 123.0 (a survey's figure). Both

@@ -301,12 +301,20 @@ class MetricFrame:
         return out
 
 
+def true_to_scale(source: CRS, lonlat: tuple[float, ...] | None) -> bool:
+    """Whether distances are measured in ``source``'s own units: projected, and its scale at the data's centre within
+    MAX_SCALE_DISTORTION of true (unknown away from an extent, as for an empty layer: taken as true)."""
+    if source.is_geographic:
+        return False
+    distortion = scale_distortion(source, lonlat)
+    return distortion is None or distortion <= MAX_SCALE_DISTORTION
+
+
 def own_metric_unit(ctx: RunContext, source: CRS, purpose: str, key: str = "input_path") -> float | None:
     """When ``to_metric`` keeps a layer in ``source`` (projected, its scale at the data within MAX_SCALE_DISTORTION
     of true): the decision recorded as to_metric records it, and the CRS's unit in metres. None, with nothing
     recorded, when to_metric would compute elsewhere."""
-    distortion = None if source.is_geographic else scale_distortion(source, ctx.inputs[key].bounds_lonlat)
-    if source.is_geographic or (distortion is not None and distortion > MAX_SCALE_DISTORTION):
+    if not true_to_scale(source, ctx.inputs[key].bounds_lonlat):
         return None
     unit = linear_unit_metres(source)
     ctx.crs_decisions.update(

@@ -24,6 +24,8 @@ from mapsmith.errors import VerificationFailed
 from mapsmith_opensource.io import make_valid_keeping_dimension
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import geopandas as gpd
 
     from mapsmith.runner import RunContext
@@ -124,6 +126,36 @@ def _can_measure_again(frame: gpd.GeoDataFrame, field: DerivedField, dims: set[i
     return True
 
 
+def _present(plan: DerivedPlan, names: Iterable[str]) -> tuple[list[DerivedField], dict[str, str]] | None:
+    """The plan's derived fields among ``names`` and its actions (started if none), the plan marked refreshed; None
+    when no derived field is written."""
+    present = plan.in_output(names)
+    plan.refreshed = True
+    if not present:
+        return None
+    actions = plan.actions if plan.actions is not None else {}
+    plan.actions = actions
+    return present, actions
+
+
+def _keep(actions: dict[str, str], field: DerivedField) -> None:
+    """A field true of the geometries written: this run's own is written, an input's kept."""
+    actions.setdefault(field.name, "written" if field.own else "kept")
+
+
+def record_unchanged(ctx: RunContext, names: Iterable[str]) -> None:
+    """What ``refresh`` records for a layer written without a frame (nearest_join's columns path): its geometries as
+    read, every one valid, and no derived field stale (the caller's conditions); ``names``: the fields written."""
+    plan: DerivedPlan | None = getattr(ctx, "derived", None)
+    if plan is None or not plan.fields:
+        return
+    found = _present(plan, names)
+    if found is not None:
+        present, actions = found
+        for field in present:
+            _keep(actions, field)
+
+
 def refresh(ctx: RunContext, frame: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     """The frame with every derived field true of its geometry; see the module docstring."""
     import numpy as np
@@ -132,12 +164,10 @@ def refresh(ctx: RunContext, frame: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     plan: DerivedPlan | None = getattr(ctx, "derived", None)
     if plan is None or not plan.fields:
         return frame
-    present = plan.in_output(frame.columns)
-    plan.refreshed = True
-    if not present:
+    found = _present(plan, frame.columns)
+    if found is None:
         return frame
-    actions = plan.actions if plan.actions is not None else {}
-    plan.actions = actions
+    present, actions = found
     geoms = frame.geometry.values
     invalid = ~shapely.is_valid(geoms) & ~shapely.is_missing(geoms)
     out = frame
@@ -154,7 +184,7 @@ def refresh(ctx: RunContext, frame: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     dims = set(np.unique(shapely.get_dimensions(out.geometry.values[~shapely.is_empty(out.geometry.values)])).tolist())
     for field in present:
         if not field.stale:
-            actions.setdefault(field.name, "written" if field.own else "kept")
+            _keep(actions, field)
             continue
         if out is frame:
             out = frame.copy()

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHEAP_VALIDITY",
+    "FactsTally",
     "SCAN_BATCH",
     "counted_facts",
     "duckdb_parts_scan",
@@ -247,36 +248,70 @@ def _parquet_metadata(path: Path) -> Any:
     return pq.read_metadata(path)
 
 
+@dataclasses.dataclass
+class FactsTally:
+    """The facts of a layer gathered batch by batch of shapely geometries (``add``), as ``stream_facts`` reads a file
+    and nearest_join's columns path its input: rows, missing (null or empty), invalid (counted when ``validity``),
+    types and extent of the present geometries."""
+
+    validity: bool = True
+    rows: int = 0
+    missing: int = 0
+    invalid: int = 0
+    type_ids: set[int] = dataclasses.field(default_factory=set)
+    lows: list[float] = dataclasses.field(default_factory=lambda: [float("inf")] * 2)
+    highs: list[float] = dataclasses.field(default_factory=lambda: [float("-inf")] * 2)
+
+    def add(self, geoms: Any) -> int:
+        """Count one batch in; how many of its present geometries are invalid (0 without ``validity``)."""
+        import numpy as np
+        import shapely
+
+        self.rows += len(geoms)
+        absent = shapely.is_missing(geoms) | shapely.is_empty(geoms)
+        self.missing += int(absent.sum())
+        present = geoms[~absent]
+        invalid = int((~shapely.is_valid(present)).sum()) if self.validity else 0
+        self.invalid += invalid
+        self.type_ids.update(shapely.get_type_id(present).tolist())
+        if not len(present):
+            return invalid
+        if self.validity and not invalid:
+            # Valid geometries have finite coordinates: their extent is their coordinates' (the same doubles as
+            # their boxes; 0.06 s against shapely.bounds' 0.25 s on 1,000,000 points).
+            xy = shapely.get_coordinates(present)
+            box_low, box_high = xy.min(axis=0), xy.max(axis=0)
+        else:
+            box = shapely.bounds(present)
+            # NaN coordinates (an invalid point) are left out of the extent, as the engines' ST_XMin do
+            box_low = np.array([np.nanmin(box[:, 0]), np.nanmin(box[:, 1])])
+            box_high = np.array([np.nanmax(box[:, 2]), np.nanmax(box[:, 3])])
+        self.lows = [min(self.lows[0], float(box_low[0])), min(self.lows[1], float(box_low[1]))]
+        self.highs = [max(self.highs[0], float(box_high[0])), max(self.highs[1], float(box_high[1]))]
+        return invalid
+
+    def facts(self) -> OutputFacts:
+        import numpy as np
+
+        from mapsmith_opensource.common import TYPE_NAMES
+
+        types = tuple(sorted(TYPE_NAMES[t] for t in self.type_ids))
+        finite = self.type_ids and np.isfinite(self.lows + self.highs).all()
+        bounds = (self.lows[0], self.lows[1], self.highs[0], self.highs[1]) if finite else None
+        return OutputFacts(self.rows, self.missing, self.invalid, types, bounds)
+
+
 def stream_facts(path: Path, layer: str | None = None, *, validity: bool = True) -> OutputFacts:
     """The same facts in one streaming pass over the file in Arrow batches (shapely on each batch),
     never holding more than a batch: verify.facts' other way, beside the engine's query."""
-    import numpy as np
-    import shapely
-
-    from mapsmith_opensource.common import TYPE_NAMES
-
-    rows = missing = invalid = 0
-    type_ids: set[int] = set()
-    lows, highs = [np.inf, np.inf], [-np.inf, -np.inf]
+    tally = FactsTally(validity)
     try:
         for geoms in _geometry_batches(path, layer):
-            rows += len(geoms)
-            absent = shapely.is_missing(geoms) | shapely.is_empty(geoms)
-            missing += int(absent.sum())
-            present = geoms[~absent]
-            invalid += int((~shapely.is_valid(present)).sum()) if validity else 0
-            type_ids.update(shapely.get_type_id(present).tolist())
-            if len(present):
-                box = shapely.bounds(present)
-                # NaN coordinates (an invalid point) are left out of the extent, as the engines' ST_XMin do
-                lows = [min(lows[0], float(np.nanmin(box[:, 0]))), min(lows[1], float(np.nanmin(box[:, 1])))]
-                highs = [max(highs[0], float(np.nanmax(box[:, 2]))), max(highs[1], float(np.nanmax(box[:, 3])))]
+            tally.add(geoms)
     except InputError:
         raise
     except Exception as exc:
         from mapsmith_opensource.io import _unreadable
 
         raise _unreadable(path, exc) from exc
-    types = tuple(sorted(TYPE_NAMES[t] for t in type_ids))
-    bounds = (lows[0], lows[1], highs[0], highs[1]) if type_ids and np.isfinite(lows + highs).all() else None
-    return OutputFacts(rows=rows, missing=missing, invalid=invalid, geometry_types=types, bounds=bounds)
+    return tally.facts()

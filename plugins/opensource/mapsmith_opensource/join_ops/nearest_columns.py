@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from mapsmith_opensource.join_ops import nearest as nearest_ops
 from mapsmith_opensource.join_ops import spatial_join_duckdb as files
 from mapsmith_opensource.join_ops.shared import JOIN_SUFFIX, _rename_clashes
+from mapsmith_opensource.layer_facts import FactsTally
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,12 +56,11 @@ PATH_NOTE = (
 
 def columns_problem(ctx: RunContext) -> str | None:
     """Why this run cannot take the columns path before anything is read, or None."""
-    from pyproj import CRS
-
     from mapsmith import parts
+    from mapsmith.crs import parse_crs
     from mapsmith.derived_fields import DerivedPlan
     from mapsmith_opensource import io
-    from mapsmith_opensource.common import MAX_SCALE_DISTORTION, scale_distortion
+    from mapsmith_opensource.common import true_to_scale
 
     for key in KEYS:
         path = ctx.paths[key]
@@ -74,14 +74,12 @@ def columns_problem(ctx: RunContext) -> str | None:
         return "a layer has no features"
     if first.crs_wkt is None or second.crs_wkt is None:
         return "a CRS is unknown"
-    crs = CRS.from_wkt(first.crs_wkt)
-    if not crs.equals(CRS.from_wkt(second.crs_wkt), ignore_axis_order=True):
+    crs = parse_crs(first.crs_wkt)
+    if not crs.equals(parse_crs(second.crs_wkt), ignore_axis_order=True):
         return f"input_path is in {first.crs_label} and join_path in {second.crs_label} (join_path is aligned first)"
-    if crs.is_geographic:
-        return f"{first.crs_label} is geographic: distances are measured geodesically"
-    distortion = scale_distortion(crs, first.bounds_lonlat)
-    if distortion is not None and distortion > MAX_SCALE_DISTORTION:
-        return f"{first.crs_label} distorts distances by {distortion:.1%} at the data: they are measured geodesically"
+    if not true_to_scale(crs, first.bounds_lonlat):
+        why = "geographic" if crs.is_geographic else "not true to scale at the data"
+        return f"{first.crs_label} is {why}: distances are measured geodesically"
     plan: DerivedPlan | None = getattr(ctx, "derived", None)
     if plan is not None and plan.stale:
         return "a derived field is stale, which the GeoPandas engine measures again on the geometries written"
@@ -115,49 +113,31 @@ def _decoded(values: Any) -> np.ndarray:
 
 @dataclass
 class _Pass:
-    """What one pass over input_path's batches learnt: the tally of the choices (the chosen distances kept, 8 bytes a
-    row; the rows themselves are written batch by batch) and the facts of the geometries read (the output's: they
-    are written as read)."""
+    """What one pass over input_path's batches learnt: the facts of the geometries read (the output's: they are
+    written as read), how many have Z, and the tally of the choices (the chosen distances kept, 8 bytes a row; the
+    rows themselves are written batch by batch)."""
 
     n_join: int
-    rows: int = 0
-    missing: int = 0
+    facts: FactsTally = field(default_factory=FactsTally)
     with_z: int = 0
     matched: int = 0
     tied: int = 0
     beyond: int = 0
-    type_ids: set[int] = field(default_factory=set)
-    bounds: list[tuple[float, float, float, float]] = field(default_factory=list)
     used: np.ndarray | None = None  # which join rows were chosen, over the batches so far
     metres: list[np.ndarray] = field(default_factory=list)
 
-    def add(self, geoms: np.ndarray, missing: np.ndarray, chosen: nearest_ops.Chosen) -> None:
+    def add(self, geoms: np.ndarray, chosen: nearest_ops.Chosen) -> None:
         import numpy as np
-        import shapely
 
         from mapsmith_opensource.measure_lengths import has_z
 
-        present = geoms[~missing]
-        self.rows += len(geoms)
-        self.missing += int(missing.sum())
         self.with_z += int(has_z(geoms).sum())
-        if len(present):
-            self.type_ids |= set(np.unique(shapely.get_type_id(present)).tolist())
-        box = _bounds(present)
-        if box is not None:
-            self.bounds.append(box)
         self.matched += len(chosen.left)
         self.tied += chosen.tied
         self.beyond += chosen.beyond
         chosen_here = np.bincount(chosen.right, minlength=self.n_join) > 0
         self.used = chosen_here if self.used is None else self.used | chosen_here
         self.metres.append(chosen.metres)
-
-    def extent(self) -> tuple[float, float, float, float] | None:
-        if not self.bounds:
-            return None
-        xmin, ymin, xmax, ymax = zip(*self.bounds, strict=True)
-        return (min(xmin), min(ymin), max(xmax), max(ymax))
 
     def tally(self) -> nearest_ops.Tally:
         """The batches' tallies as one: what ``nearest_ops.Tally.of`` gives for the whole layer's choices (each input
@@ -181,13 +161,12 @@ def nearest_join_columns(ctx: RunContext) -> bool:
     import pyarrow as pa
     import pyarrow.parquet as pq
     import shapely
-    from pyproj import CRS
 
-    from mapsmith.crs import linear_unit_metres
+    from mapsmith.crs import linear_unit_metres, parse_crs
     from mapsmith.runner import OutputStats
-    from mapsmith.verify.facts import OutputFacts
     from mapsmith_opensource import io
-    from mapsmith_opensource.common import TYPE_NAMES, record_input_validity, report_geometry_validity, to_metric
+    from mapsmith_opensource.common import record_input_validity, report_geometry_validity, to_metric
+    from mapsmith_opensource.derived import record_unchanged
     from mapsmith_opensource.join_ops.ground import _CrsOnly, _record_planar
     from mapsmith_opensource.join_ops.spatial_join_sedonadb import _geo_metadata
     from mapsmith_opensource.measure_lengths import warn_z_count
@@ -203,7 +182,7 @@ def nearest_join_columns(ctx: RunContext) -> bool:
     join = pq.ParquetFile(join_layer.path).read(columns=list(join_layer.columns))
     join_geoms = _decoded(join.column(join_layer.geometry))
     tree = shapely.STRtree(join_geoms)
-    crs = CRS.from_wkt(ctx.inputs["input_path"].crs_wkt or "")
+    crs = parse_crs(ctx.inputs["input_path"].crs_wkt or "")
     unit_m = linear_unit_metres(crs)  # the unit to_metric records below for this planar CRS (columns_problem)
     max_m = ctx.arguments.get("max_distance_meters")
     limit = max_m / unit_m if max_m is not None else None
@@ -219,8 +198,7 @@ def nearest_join_columns(ctx: RunContext) -> bool:
         source = pq.ParquetFile(left_layer.path, pre_buffer=False)
         for batch in source.iter_batches(BATCH_ROWS, columns=list(left_layer.columns)):
             geoms = _decoded(batch.column(left_layer.geometry))
-            missing = shapely.is_missing(geoms) | shapely.is_empty(geoms)
-            if not bool(np.all(shapely.is_valid(geoms) | missing)):
+            if passed.facts.add(geoms):  # invalid geometries in this batch
                 ctx.notes.append(
                     "engine path: GeoDataFrame -- the columns path was not taken: input_path has invalid "
                     "geometries, which the GeoPandas engine makes valid before measuring"
@@ -232,7 +210,7 @@ def nearest_join_columns(ctx: RunContext) -> bool:
                 return False
             found_left, found_right, found = nearest_ops.nearest_in_threads(tree, geoms, limit)
             chosen = nearest_ops.choose(found_left, found_right, found * unit_m, len(geoms), max_m)
-            passed.add(geoms, missing, chosen)
+            passed.add(geoms, chosen)
             right, distance = chosen.columns(len(geoms))
             taken = fields.take(_arrow(right, right >= 0))
             out = pa.Table.from_batches([batch])
@@ -246,9 +224,8 @@ def nearest_join_columns(ctx: RunContext) -> bool:
             if writer is None:
                 writer = pq.ParquetWriter(ctx.temp_output, out.schema)
             writer.write_table(out)
-        n_left = passed.rows
-        types = tuple(TYPE_NAMES[t] for t in sorted(passed.type_ids))
-        facts = OutputFacts(n_left, passed.missing, 0, types, passed.extent())  # type: ignore[arg-type]
+        facts = passed.facts.facts()
+        n_left = facts.rows
         assert writer is not None  # columns_problem: input_path has features
         writer.add_key_value_metadata({"geo": _geo_metadata(left_layer, facts)})
         writer.close()
@@ -259,15 +236,15 @@ def nearest_join_columns(ctx: RunContext) -> bool:
     # The records, in the order the GeoPandas path makes them (common.read_input, then nearest_ops.nearest_join).
     _set_engine(ctx)
     ctx.notes.append(PATH_NOTE)
-    record_input_validity(ctx, "input_path", rows=n_left, invalid_count=0, missing_count=passed.missing, invalid=[])
+    record_input_validity(ctx, "input_path", rows=n_left, invalid_count=0, missing_count=facts.missing, invalid=[])
     warn_z_count(ctx, passed.with_z, n_left, "distance_m", "distance_m is the horizontal distance")
     report_geometry_validity(ctx, join_geoms, "join_path")
     metric = to_metric(ctx, _CrsOnly(crs), PURPOSE)  # type: ignore[arg-type]  # planar: columns_problem
     _record_planar(ctx, metric, n_left)
     nearest_ops.record_nearest(ctx, passed.tally(), n_left, len(join_geoms), renamed, max_m)
-    _derived_kept(ctx, [*left_layer.columns, *(renamed.get(n, n) for n in incoming), "distance_m"])
+    record_unchanged(ctx, [*left_layer.columns, *(renamed.get(n, n) for n in incoming), "distance_m"])
     # input_path's geometries are written as read, and every one was valid (checked above).
-    ctx.output_stats = OutputStats(feature_count=n_left, invalid_count=0, geometry_types=types)
+    ctx.output_stats = OutputStats(feature_count=n_left, invalid_count=0, geometry_types=facts.geometry_types)
     return True
 
 
@@ -283,35 +260,6 @@ def _arrow(values: np.ndarray, valid: np.ndarray) -> Any:
     return pa.Array.from_buffers(
         kind, len(values), [bitmap, pa.py_buffer(np.ascontiguousarray(values))], null_count=nulls
     )
-
-
-def _bounds(geoms: np.ndarray) -> tuple[float, float, float, float] | None:
-    """The extent of present geometries, from their coordinates (shapely.total_bounds asks GEOS for each geometry's
-    box: 0.25 s against 0.06 s on 1,000,000 points, the same four doubles); None when there are none."""
-    import shapely
-
-    xy = shapely.get_coordinates(geoms)
-    if not len(xy):
-        return None
-    return (float(xy[:, 0].min()), float(xy[:, 1].min()), float(xy[:, 0].max()), float(xy[:, 1].max()))
-
-
-def _derived_kept(ctx: RunContext, names: list[str]) -> None:
-    """What ``derived.refresh`` records of a layer written with valid geometries and no stale field: each derived
-    field present is written (this run's own, distance_m) or kept (an input's)."""
-    from mapsmith.derived_fields import DerivedPlan
-
-    plan: DerivedPlan | None = getattr(ctx, "derived", None)
-    if plan is None or not plan.fields:
-        return
-    present = plan.in_output(names)
-    plan.refreshed = True
-    if not present:
-        return
-    actions = plan.actions if plan.actions is not None else {}
-    plan.actions = actions
-    for derived in present:
-        actions.setdefault(derived.name, "written" if derived.own else "kept")
 
 
 def _set_engine(ctx: RunContext) -> None:
