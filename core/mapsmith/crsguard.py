@@ -235,12 +235,13 @@ class _Guard:
         no CRS, and ``parse_crs`` refuses it with its own code when it is used as one.
         """
         try:
-            from pyproj import CRS
             from pyproj.exceptions import CRSError as ProjCRSError
         except ImportError:  # pragma: no cover - pyproj is a core dependency
             return
+        from mapsmith.crs import from_user_input
+
         try:
-            crs = CRS.from_user_input(dict(value) if isinstance(value, Mapping) else value)
+            crs = from_user_input(dict(value) if isinstance(value, Mapping) else value)
             document = crs.to_json_dict()
         except (ProjCRSError, TypeError, ValueError):
             return

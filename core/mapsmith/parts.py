@@ -554,15 +554,12 @@ def _crs_facts(
 ) -> tuple[str | None, str | None, bool | None, tuple[float, float, float, float] | None]:
     if crs_input in (None, ""):
         return None, None, None, None
-    from pyproj import Transformer
-
-    from mapsmith.crs import crs_label, parse_crs
+    from mapsmith.crs import crs_label, parse_crs, to_lonlat
 
     crs = parse_crs(crs_input if isinstance(crs_input, str) else json.dumps(crs_input))
     lonlat = None
     if bounds is not None:
-        t = Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
-        lonlat = tuple(float(v) for v in t.transform_bounds(*bounds, densify_pts=21))
+        lonlat = tuple(float(v) for v in to_lonlat(crs).transform_bounds(*bounds, densify_pts=21))
     return crs.to_wkt(), crs_label(crs), crs.is_geographic, lonlat  # type: ignore[return-value]
 
 

@@ -125,6 +125,37 @@ def test_parse_crs_says_a_crs_is_required_when_none_is_given(value: object) -> N
     assert info.value.code == "CRS_REQUIRED"
 
 
+def test_each_definition_is_read_once_per_process() -> None:
+    """PROJ takes tens of milliseconds to read a PROJJSON document; a run reads its inputs' several times."""
+    document = CRS.from_epsg(32610).to_json_dict()
+    first = mcrs.parse_crs(json.dumps(document))
+    assert first == CRS.from_epsg(32610)
+    assert mcrs.parse_crs(json.dumps(document)) is first
+    assert mcrs.parse_crs(document) is first  # a PROJJSON dict is its JSON text, as pyproj reads it
+    # a dict of PROJ parameters is no PROJJSON: read as pyproj reads it, a PROJ string
+    utm = mcrs.parse_crs({"proj": "utm", "zone": 10, "datum": "WGS84", "units": "m"})
+    assert utm.to_epsg(min_confidence=20) == 32610 and utm.srs.startswith("+proj=utm")
+
+
+def test_a_crs_read_once_answers_in_another_thread() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    crs = mcrs.parse_crs(CRS.from_epsg(3310).to_json())
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(lambda _: crs.to_epsg(), range(4))) == [3310] * 4
+
+
+def test_to_lonlat_is_proj_s_default_transformation_found_once() -> None:
+    box = (500000.0, 4100000.0, 600000.0, 4200000.0)
+    t = mcrs.to_lonlat(CRS.from_epsg(32610).to_json())
+    assert mcrs.to_lonlat("EPSG:32610") is not t  # another definition text: found on its own
+    assert mcrs.to_lonlat(CRS.from_epsg(32610).to_json()) is t
+    expected = pyproj.Transformer.from_crs("EPSG:32610", "EPSG:4326", always_xy=True)
+    assert t.transform_bounds(*box, densify_pts=21) == expected.transform_bounds(*box, densify_pts=21)
+    # UTM 10N's central meridian is 123 W: the box's west edge, 500 km east, lies on it
+    assert t.transform_bounds(*box, densify_pts=21)[0] == pytest.approx(-123.0, abs=1e-9)
+
+
 # --- crs_label ---------------------------------------------------------------------------------
 
 

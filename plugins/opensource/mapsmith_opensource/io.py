@@ -264,10 +264,9 @@ def _crs_fields(crs_input: Any) -> tuple[str | None, str | None, bool | None, An
 def _lonlat_bounds(crs: Any, bounds: tuple[float, float, float, float] | None) -> tuple[float, ...] | None:
     if crs is None or bounds is None or any(b != b for b in bounds):  # NaN bounds: empty layer
         return None
-    from pyproj import Transformer
+    from mapsmith.crs import to_lonlat
 
-    t = Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
-    return tuple(float(v) for v in t.transform_bounds(*bounds, densify_pts=21))
+    return tuple(float(v) for v in to_lonlat(crs).transform_bounds(*bounds, densify_pts=21))
 
 
 def _parquet_info(path: Path) -> tuple[Any, int, tuple[str, ...], tuple[float, ...] | None, tuple[str, ...]]:
