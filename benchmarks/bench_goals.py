@@ -461,6 +461,18 @@ def write_results(args: argparse.Namespace, partial_sizes: list[dict[str, Any]])
     partial.replace(args.output)  # atomic: a reader never sees half a file
 
 
+# Every raw engine a run can time: --engines' default. One a run leaves out is named under "Not run" on its page.
+ALL_ENGINES = ("geopandas", "duckdb", "sedonadb", "spark", "spark_cluster")
+LEFT_OUT = "left out of this run by --engines (or its preset)"
+
+
+def not_run(wanted: list[str], spark_master: str | None) -> dict[str, str]:
+    """Each raw engine this run does not time, and why: left out by --engines, or unable to run here (``available``).
+    A page comparing with "the fastest raw engine" must say which engines it did not ask."""
+    left = {e: LEFT_OUT for e in ALL_ENGINES if e not in wanted}
+    return {**left, **{e: why for e in wanted if (why := available(e, spark_master))}}
+
+
 def available(engine: str, spark_master: str | None) -> str | None:
     """Why a raw engine cannot run here, or None."""
     import importlib.util
@@ -488,7 +500,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--points", default=",".join(str(p) for p in DEFAULT_POINTS))
     parser.add_argument("--operations", default=",".join(goal_ops.OPERATIONS))
-    parser.add_argument("--engines", default="geopandas,duckdb,sedonadb,spark,spark_cluster")
+    parser.add_argument("--engines", default=",".join(ALL_ENGINES))
     parser.add_argument("--mapsmith-paths", default="api,mcp", help="api, mcp or both")
     parser.add_argument("--mapsmith-stacks", default="opensource", help="opensource and/or sedona (Spark)")
     parser.add_argument(
@@ -552,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown operations {unknown}; known: {', '.join(goal_ops.OPERATIONS)}")
     wanted = [e for e in args.engines.split(",") if e]
-    args.skipped = {e: why for e in wanted if (why := available(e, args.spark_master))}
+    args.skipped = not_run(wanted, args.spark_master)
     args.engines = [e for e in wanted if e not in args.skipped]
     args.spark_operations = (
         args.operations if args.spark_operations is None else [o for o in args.spark_operations.split(",") if o]

@@ -12,6 +12,7 @@ import copy
 import hashlib
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -332,6 +333,27 @@ def test_goal_results_follow_from_their_runs() -> None:
                 for variant, levels in op["verdicts"].items():
                     for level, v in levels.items():
                         assert goal_verdicts.verdict(op["variants"], agreeing, variant, level) == v
+
+
+def test_engines_a_run_leaves_out_are_named_not_run() -> None:
+    """A page compares with the fastest raw engine it asked: the ones --engines or a preset left out are named."""
+    wanted = ["geopandas", "duckdb", "sedonadb"]
+    assert bench_goals.not_run(wanted, None) == {"spark": bench_goals.LEFT_OUT, "spark_cluster": bench_goals.LEFT_OUT}
+    capped = bench_goals.parse(["--preset", "capped"]).engines.split(",")
+    assert capped == ["duckdb", "sedonadb", "spark_cluster"]
+    assert {
+        e for e, why in bench_goals.not_run(capped, "spark://127.0.0.1:7077").items() if why == bench_goals.LEFT_OUT
+    } == {
+        "geopandas",
+        "spark",
+    }
+
+
+def test_committed_results_name_every_engine_their_command_left_out() -> None:
+    for name, r in _goal_results().items():
+        args = bench_goals.parse(shlex.split(r["command"])[2:])
+        asked = set(args.engines.split(","))
+        assert {e for e in bench_goals.ALL_ENGINES if e not in asked} <= set(r["not_run"]), name
 
 
 def test_goal_verdict_cell_on_the_page() -> None:
