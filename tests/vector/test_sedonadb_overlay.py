@@ -165,9 +165,11 @@ def test_overlay_intersection_on_sedonadb_is_geopandas_piece_for_piece(make_app:
     import shapely
 
     _squares(workspace)
-    write_layer(workspace / "strip.parquet", [grid_box(75, -10, 125, 110)], UTM, name=["strip"], cut=[7])
+    # in GeoPackage, so that the WKB path runs (GeoParquet layers take the file-to-file path:
+    # test_sedonadb_overlay_files.py)
+    write_layer(workspace / "strip.gpkg", [grid_box(75, -10, 125, 110)], UTM, name=["strip"], cut=[7])
     sedona, geopandas = make_app(MAPSMITH_SEDONADB_MIN_FEATURES="0"), make_app()
-    args = {"input_path": "squares.parquet", "overlay_path": "strip.parquet", "how": "intersection"}
+    args = {"input_path": "squares.parquet", "overlay_path": "strip.gpkg", "how": "intersection"}
     result = sedona.run("overlay_layers", {**args, "output_path": "cut.parquet"})
     assert result.engine["name"] == "sedonadb"
     out = read(workspace / "cut.parquet")
@@ -184,8 +186,8 @@ def test_overlay_intersection_on_sedonadb_is_geopandas_piece_for_piece(make_app:
         for (x, y), r in zip(centres, rng.uniform(20, 90, 60), strict=True)
     ]
     write_layer(workspace / "a.parquet", blobs[:30], UTM, k=list(range(30)))
-    write_layer(workspace / "b.parquet", blobs[30:], UTM, k=list(range(30, 60)))
-    scatter = {"input_path": "a.parquet", "overlay_path": "b.parquet", "how": "intersection"}
+    write_layer(workspace / "b.gpkg", blobs[30:], UTM, k=list(range(30, 60)))
+    scatter = {"input_path": "a.parquet", "overlay_path": "b.gpkg", "how": "intersection"}
     sedona.run("overlay_layers", {**scatter, "output_path": "s_sdb.parquet"})
     geopandas.run("overlay_layers", {**scatter, "output_path": "s_gpd.parquet"})
     got, ref = read(workspace / "s_sdb.parquet"), read(workspace / "s_gpd.parquet")

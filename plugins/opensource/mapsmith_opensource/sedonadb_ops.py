@@ -22,7 +22,8 @@ Either way the results equal the GeoPandas engine's (tests/vector/test_engine_pa
 - ``sedonadb_points``: count_in_polygons and summarize_points_in_polygons (direct or WKB path)
 - ``sedonadb_overlay``: dissolve_layer (SedonaDB unions each group with ST_UnaryUnion, not
   ST_Union_Agg) and overlay_layers with how='intersection' (pairs and ST_Intersection; the other modes
-  are geopandas.overlay's own piecing, not built here); overlay_ops' code does the rest
+  are geopandas.overlay's own piecing, not built here); overlay_ops' code does the rest. The intersection
+  of two GeoParquet files runs file to file (``sedonadb_overlay_files``: SedonaDB reads, cuts and writes)
 - ``sedonadb_nearest``: nearest_join (the planar nearest from exact distance joins over a widening
   radius; ST_KNN measures from centroids where a geometry is not a point, so it is not used)
 

@@ -1,5 +1,6 @@
 """dissolve_layer and overlay_layers (how='intersection') on SedonaDB: it unions each group, or finds
-the intersecting pairs and their pieces; everything else is dissolve_ops' or overlay_ops' code. It must
+the intersecting pairs and their pieces; everything else is dissolve_ops' or overlay_ops' code. An intersection of
+two GeoParquet files into one runs file to file instead (``sedonadb_overlay_files``), no layer read into Python. It must
 never import sedonadb when imported, nor take a run with an argument it has not been checked to give as
 the GeoPandas engine does (DISSOLVE_FUNCTIONS: the run goes to GeoPandas, with the reason).
 """
@@ -220,6 +221,10 @@ def sedonadb_overlay_intersection(first: gpd.GeoDataFrame, second: gpd.GeoDataFr
 
 def overlay_layers_sedonadb(ctx: RunContext) -> None:
     """overlay_layers(how='intersection') with the pairs and pieces from SedonaDB; everything else is overlay_ops'."""
+    from mapsmith_opensource.sedonadb_overlay_files import overlay_files
+
+    if overlay_files(ctx, OVERLAY_MIN_FEATURES):
+        return
     keys = ("input_path", "overlay_path")
     _set_engine(ctx, keys, OVERLAY_MIN_FEATURES)
     ctx.notes.append(
