@@ -210,6 +210,15 @@ def test_other_overlay_modes_and_default_sizes_pass_over_sedonadb(make_app: Any,
     make_app().run("overlay_layers", {**args, "how": "intersection", "output_path": "i.parquet"})
     (passed,) = manifest(workspace / "i.parquet")["x-mapsmith:engine_choice"]["passed_over"]
     assert passed["reason"].startswith(
+        "the larger input has 3 features, fewer than the 30,000 from which SedonaDB's overlay file to file is "
+        "considered"
+    )
+    # a layer in GeoPackage: the WKB path, whose threshold is its own
+    write_layer(workspace / "strip.gpkg", [grid_box(75, -10, 125, 110)], UTM, cut=[7])
+    wkb = {**args, "overlay_path": "strip.gpkg", "how": "intersection", "output_path": "w.parquet"}
+    make_app().run("overlay_layers", wkb)
+    (passed,) = manifest(workspace / "w.parquet")["x-mapsmith:engine_choice"]["passed_over"]
+    assert passed["reason"].startswith(
         "the larger input has 3 features, fewer than the 100,000 from which SedonaDB's overlay is considered"
     )
 
@@ -221,7 +230,8 @@ def test_an_intersection_overlay_from_the_measured_size_runs_on_sedonadb(
     features would be) the router takes SedonaDB with no engine named, and says why."""
     from mapsmith_opensource import sedonadb_overlay
 
-    monkeypatch.setattr(sedonadb_overlay, "OVERLAY_MIN_FEATURES", 3)
+    monkeypatch.setattr(sedonadb_overlay, "OVERLAY_FILE_MIN_FEATURES", 3)
+    monkeypatch.setattr(sedonadb_overlay, "OVERLAY_MIN_FEATURES", 2)
     _squares(workspace)
     write_layer(workspace / "strip.parquet", [grid_box(75, -10, 125, 110)], UTM, cut=[7])
     args = {"input_path": "squares.parquet", "overlay_path": "strip.parquet", "how": "intersection"}
@@ -229,3 +239,10 @@ def test_an_intersection_overlay_from_the_measured_size_runs_on_sedonadb(
     assert result.engine["name"] == "sedonadb"
     notes = manifest(workspace / "i4.parquet")["notes"]
     assert any("the larger input has 3 features, at least the 3 from which it is preferred" in n for n in notes)
+    assert any(n.startswith("engine path: file to file") for n in notes)
+    # the WKB path (a layer in GeoPackage) with its own threshold
+    write_layer(workspace / "strip.gpkg", [grid_box(75, -10, 125, 110)], UTM, cut=[7])
+    result = make_app().run("overlay_layers", {**args, "overlay_path": "strip.gpkg", "output_path": "w4.parquet"})
+    assert result.engine["name"] == "sedonadb"
+    notes = manifest(workspace / "w4.parquet")["notes"]
+    assert any("the larger input has 3 features, at least the 2 from which it is preferred" in n for n in notes)

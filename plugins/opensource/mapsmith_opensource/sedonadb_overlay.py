@@ -15,6 +15,7 @@ from mapsmith_opensource.registration import Registration
 from mapsmith_opensource.sedonadb_ops import (
     DISSOLVE_MIN_FEATURES,
     ENGINE,
+    OVERLAY_FILE_MIN_FEATURES,
     OVERLAY_MIN_FEATURES,
     SEDONADB_FIX,
     SEDONADB_PREFERENCE,
@@ -165,7 +166,18 @@ def overlay_layers_eligible(ctx: RunContext) -> str | None:
             f"how={how!r}: SedonaDB's overlay engine does the intersection only; the other modes' pieces "
             "(differences of each polygon with everything it meets) are geopandas.overlay's"
         )
+    if _file_path(ctx):
+        return _eligible(
+            ctx, ("input_path", "overlay_path"), OVERLAY_FILE_MIN_FEATURES, "SedonaDB's overlay file to file"
+        )
     return _eligible(ctx, ("input_path", "overlay_path"), OVERLAY_MIN_FEATURES, "SedonaDB's overlay")
+
+
+def _file_path(ctx: RunContext) -> bool:
+    """Whether this run's intersection would take the file-to-file path (its own, lower threshold applies)."""
+    from mapsmith_opensource.sedonadb_overlay_files import files_problem
+
+    return files_problem(ctx)[1] is None
 
 
 def sedonadb_intersections(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -223,7 +235,7 @@ def overlay_layers_sedonadb(ctx: RunContext) -> None:
     """overlay_layers(how='intersection') with the pairs and pieces from SedonaDB; everything else is overlay_ops'."""
     from mapsmith_opensource.sedonadb_overlay_files import overlay_files
 
-    if overlay_files(ctx, OVERLAY_MIN_FEATURES):
+    if overlay_files(ctx, OVERLAY_FILE_MIN_FEATURES):
         return
     keys = ("input_path", "overlay_path")
     _set_engine(ctx, keys, OVERLAY_MIN_FEATURES)
