@@ -194,3 +194,26 @@ def test_a_layer_not_in_geoparquet_takes_the_wkb_path_and_says_why(make_app: Any
     notes = manifest(workspace / "w.parquet")["notes"]
     assert "engine path: WKB -- the file-to-file path was not taken: overlay_path is not one GeoParquet file" in notes
     assert list(read(workspace / "w.parquet")["cut"]) == [7, 9, 7]
+
+
+def test_a_derived_field_sends_the_run_to_the_wkb_path_which_measures_it_again(make_app: Any, workspace: Path) -> None:
+    """Square 0's area_m2 as measure_area wrote it (geodesic: on UTM 10N's central meridian a grid metre is
+    1 / 0.9996 m, so 10,000 / 0.9996^2 m2); cut by the west strip (x -10..25) the piece is 25 x 100 grid metres,
+    2,500 / 0.9996^2 = 2,502.0 m2, which the GeoPandas engine's code measures again on the WKB path the run takes,
+    saying why (the file-to-file path carries fields unchanged)."""
+    write_layer(workspace / "raw.parquet", [grid_box(0, 0, 100, 100)], UTM, value=[1])
+    app = make_app(**SEDONADB)
+    app.run("measure_area", {"input_path": "raw.parquet", "output_path": "measured.parquet"})
+    write_layer(workspace / "west.parquet", [grid_box(-10, -10, 25, 110)], UTM, cut=[9])
+    args = {"input_path": "measured.parquet", "overlay_path": "west.parquet", "how": "intersection"}
+    result = app.run("overlay_layers", {**args, "output_path": "m.parquet"})
+    assert result.engine["name"] == "sedonadb"
+    notes = manifest(workspace / "m.parquet")["notes"]
+    assert any(
+        n.startswith(
+            "engine path: WKB -- the file-to-file path was not taken: the inputs carry derived fields (area_m2)"
+        )
+        for n in notes
+    )
+    (area,) = read(workspace / "m.parquet")["area_m2"]
+    assert area == pytest.approx(2500 / 0.9996**2, rel=1e-4)
