@@ -12,6 +12,7 @@ re-exported below until they import from the new modules.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import crs_label
@@ -189,25 +190,43 @@ def overlay_layers(
             families[name + suffix if name in renamed else name] = declared.get(name, "")
     out = restore_types(out, families)
 
-    ctx.parameters["x-mapsmith:lower_dimension_fragments_dropped"] = fragments
+    tally = OverlayTally(len(result), len(out), int(no_area.sum()), fragments)
+    record_overlay(ctx, f"{intersection_label}(how={how!r}, keep_geom_type=False)", tally, renamed, without_geometry)
+    write_output(ctx, out)
+
+
+@dataclass(frozen=True)
+class OverlayTally:
+    """What an overlay's engine gave and what MapSmith kept of it."""
+
+    pieces: int  # the engine's pieces
+    written: int  # those with a polygonal part
+    no_area: int  # those without (the layers only touch there)
+    fragments: int  # lower-dimension fragments dropped from the pieces
+
+
+def record_overlay(
+    ctx: RunContext, made_by: str, tally: OverlayTally, renamed: dict[str, list[str]], without_geometry: dict[str, int]
+) -> None:
+    """The overlay's parameters, notes and answer, whichever engine cut the pieces (``made_by`` names it)."""
+    how = ctx.arguments["how"]
+    ctx.parameters["x-mapsmith:lower_dimension_fragments_dropped"] = tally.fragments
     ctx.parameters["x-mapsmith:renamed_fields"] = renamed
     ctx.notes.append(
-        f"{intersection_label}(how={how!r}, keep_geom_type=False) gave {len(result)} pieces; MapSmith kept the "
-        f"polygonal part of each: {len(out)} written, {int(no_area.sum())} had no area at all (where the layers "
-        f"only touch), {fragments} lower-dimension fragments (lines along shared edges, points at touching "
-        "corners) were dropped"
+        f"{made_by} gave {tally.pieces} pieces; MapSmith kept the polygonal part of each: {tally.written} written, "
+        f"{tally.no_area} had no area at all (where the layers only touch), {tally.fragments} lower-dimension "
+        "fragments (lines along shared edges, points at touching corners) were dropped"
     )
     if renamed:
         ctx.notes.append(
             "fields in both layers were renamed: "
             + ", ".join(f"{k} -> {v[0]} (input_path), {v[1]} (overlay_path)" for k, v in renamed.items())
         )
-    write_output(ctx, out)
     ctx.answer = {
         "how": how,
-        "feature_count": len(out),
-        "lower_dimension_fragments_dropped": fragments,
-        "pieces_without_area_dropped": int(no_area.sum()),
+        "feature_count": tally.written,
+        "lower_dimension_fragments_dropped": tally.fragments,
+        "pieces_without_area_dropped": tally.no_area,
         "renamed_fields": renamed,
         "input_features_without_geometry": without_geometry,
     }

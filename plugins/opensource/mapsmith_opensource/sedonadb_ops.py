@@ -55,7 +55,7 @@ from mapsmith_opensource.join_ops import spatial_join as spatial_join_ops
 from mapsmith_opensource.registration import Registration
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
     import numpy as np
 
@@ -316,6 +316,24 @@ def read_parquet(sd: Any, files: Sequence[Path], **options: Any) -> Any:
             return sd.read_parquet(names, **options)
         finally:
             sd.sql(f"SET {_STATISTICS} = true").execute()
+
+
+def write_geoparquet(sd: Any, query: str, path: Path, geo: str) -> None:
+    """``query``'s rows as one GeoParquet file at ``path`` with ``geo`` as its metadata (the file-to-file paths count
+    the types and extent themselves; SedonaDB's own GeoParquet writer needs a CRS on the column and writes no types)."""
+    sd.sql(query).to_parquet(
+        str(path), geoparquet_version="none", single_file_output=True, options={"metadata::geo": geo}
+    )
+
+
+def drop_views(sd: Any, names: Iterable[str]) -> None:
+    """Drop a run's views (those never registered are passed over: the failure that stopped the run is the one to
+    report)."""
+    for name in names:
+        try:
+            sd.drop_view(name)
+        except Exception:
+            pass
 
 
 @cache

@@ -199,47 +199,26 @@ def _file_to_file(ctx: RunContext, layers: dict[str, files._GeoParquet], min_fea
             )
         out_facts = _merge_facts(as_cut, kept)
         written_layer = replace(left, geometry="geometry")
-        sd.sql(f"SELECT {', '.join(names)} FROM ({source}) ORDER BY {i}, {j}").to_parquet(
-            str(ctx.temp_output),
-            geoparquet_version="none",
-            single_file_output=True,
-            options={"metadata::geo": _geo_metadata(written_layer, out_facts)},
+        sedonadb_ops.write_geoparquet(
+            sd,
+            f"SELECT {', '.join(names)} FROM ({source}) ORDER BY {i}, {j}",
+            ctx.temp_output,
+            _geo_metadata(written_layer, out_facts),
         )
     finally:
-        for name in (*views.values(), pieces_view, kept_view):
-            try:
-                sd.drop_view(name)
-            except Exception:  # never registered (the failure above is the one to report)
-                pass
+        sedonadb_ops.drop_views(sd, (*views.values(), pieces_view, kept_view))
         pieces_path.unlink(missing_ok=True)
 
     written = _rows_written(ctx.temp_output)
-    ctx.parameters["x-mapsmith:lower_dimension_fragments_dropped"] = fragments
-    ctx.parameters["x-mapsmith:renamed_fields"] = renamed
-    ctx.notes.append(
-        f"{OVERLAY_LABEL}(how={how!r}, keep_geom_type=False) gave {counted} pieces; MapSmith kept the "
-        f"polygonal part of each: {written} written, {no_area} had no area at all (where the layers "
-        f"only touch), {fragments} lower-dimension fragments (lines along shared edges, points at touching "
-        "corners) were dropped"
+    tally = overlay_ops.OverlayTally(counted, written, no_area, fragments)
+    overlay_ops.record_overlay(
+        ctx, f"{OVERLAY_LABEL}(how={how!r}, keep_geom_type=False)", tally, renamed, without_geometry
     )
-    if renamed:
-        ctx.notes.append(
-            "fields in both layers were renamed: "
-            + ", ".join(f"{k} -> {v[0]} (input_path), {v[1]} (overlay_path)" for k, v in renamed.items())
-        )
     record_unchanged(ctx, [*output_fields, "geometry"])
     # Every piece written is valid: as cut (ST_IsValid above) or as overlay_ops' treatment left it (counted).
     ctx.output_stats = OutputStats(
         feature_count=written, invalid_count=out_facts.invalid, geometry_types=out_facts.geometry_types
     )
-    ctx.answer = {
-        "how": how,
-        "feature_count": written,
-        "lower_dimension_fragments_dropped": fragments,
-        "pieces_without_area_dropped": no_area,
-        "renamed_fields": renamed,
-        "input_features_without_geometry": without_geometry,
-    }
 
 
 OVERLAY_LABEL = "SedonaDB (ST_Intersects join, ST_Intersection per pair, file to file)"

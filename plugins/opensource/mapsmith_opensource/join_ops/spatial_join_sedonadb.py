@@ -321,18 +321,14 @@ def _file_to_file(ctx: RunContext) -> None:
         fields = [f"l.{q(c)} AS {q(c)}" for c in left.columns] + [
             f"x.{q(columns.output_name(c))} AS {q(columns.output_name(c))}" for c in columns.incoming
         ]
-        sd.sql(f"SELECT {', '.join(fields)} FROM {merged} ORDER BY x.{n.input_row}, x.{n.join_row}").to_parquet(
-            str(ctx.temp_output),
-            geoparquet_version="none",
-            single_file_output=True,
-            options={"metadata::geo": _geo_metadata(left, out_facts)},
+        sedonadb_ops.write_geoparquet(
+            sd,
+            f"SELECT {', '.join(fields)} FROM {merged} ORDER BY x.{n.input_row}, x.{n.join_row}",
+            ctx.temp_output,
+            _geo_metadata(left, out_facts),
         )
     finally:
-        for name in (*views.values(), n.pairs):
-            try:
-                sd.drop_view(name)
-            except Exception:  # never registered (the failure above is the one to report)
-                pass
+        sedonadb_ops.drop_views(sd, (*views.values(), n.pairs))
         pairs_path.unlink(missing_ok=True)
     written = _rows_written(ctx.temp_output)
     _check_written(ctx, tally, written)
