@@ -217,3 +217,24 @@ def test_a_derived_field_sends_the_run_to_the_wkb_path_which_measures_it_again(m
     )
     (area,) = read(workspace / "m.parquet")["area_m2"]
     assert area == pytest.approx(2500 / 0.9996**2, rel=1e-4)
+
+
+def test_layers_that_do_not_meet_give_an_empty_layer_as_geopandas_does(make_app: Any, workspace: Path) -> None:
+    """Two squares whose geometry column is named `geom`, against a square 4,900 m east of them: no pair, so an
+    empty layer with the fields v and c and a geometry column named `geometry`, as the GeoPandas engine writes."""
+    import geopandas as gpd
+
+    squares = gpd.GeoDataFrame(
+        {"v": [1, 2]}, geometry=[grid_box(0, 0, 100, 100), grid_box(100, 0, 200, 100)], crs=UTM
+    ).rename_geometry("geom")
+    squares.to_parquet(workspace / "geom.parquet")
+    write_layer(workspace / "far.parquet", [grid_box(5000, 0, 5100, 100)], UTM, c=[1])
+    args = {"input_path": "geom.parquet", "overlay_path": "far.parquet", "how": "intersection"}
+    sedona = make_app(**SEDONADB).run("overlay_layers", {**args, "output_path": "s.parquet"})
+    geopandas = make_app().run("overlay_layers", {**args, "output_path": "g.parquet"})
+    assert any(n.startswith("engine path: file to file") for n in manifest(workspace / "s.parquet")["notes"])
+    assert sedona.answer == geopandas.answer
+    assert sedona.answer["feature_count"] == 0
+    got, ref = read(workspace / "s.parquet"), read(workspace / "g.parquet")
+    assert list(got.columns) == list(ref.columns) == ["v", "c", "geometry"]
+    assert len(got) == len(ref) == 0
