@@ -89,10 +89,6 @@ def files_problem(ctx: RunContext) -> tuple[dict[str, files._GeoParquet], str | 
     return layers, None
 
 
-def _fields(layer: files._GeoParquet) -> list[str]:
-    return [c for c in layer.columns if c != layer.geometry]
-
-
 def overlay_files(ctx: RunContext, min_features: int | None) -> bool:
     """Run the intersection file to file and write the output: True; False when this path cannot take the run
     (nothing recorded but a note naming the reason). ``min_features``: the SedonaDB overlay's size threshold, which
@@ -110,13 +106,19 @@ def _file_to_file(ctx: RunContext, layers: dict[str, files._GeoParquet], min_fea
     from mapsmith.runner import OutputStats
     from mapsmith_opensource.common import INVALID_ROWS_SHOWN, invalid_input_error, record_input_validity
     from mapsmith_opensource.derived import record_unchanged
-    from mapsmith_opensource.join_ops.spatial_join_sedonadb import _context, _geo_metadata, _inspect
+    from mapsmith_opensource.join_ops.spatial_join_sedonadb import (
+        _context,
+        _facts,
+        _geo_metadata,
+        _inspect,
+        _rows_written,
+    )
 
     sedonadb_ops._set_engine(ctx, KEYS, min_features)
     ctx.notes.append(PATH_NOTE)
     how = ctx.arguments["how"]
     left, right = layers["input_path"], layers["overlay_path"]
-    left_fields, right_fields = _fields(left), _fields(right)
+    left_fields, right_fields = left.fields, right.fields
     # the GeoPandas engine's refusal of a suffixed name already taken, before anything is read
     renamed, output_fields = overlay_ops.overlay_fields(how, left_fields, right_fields)
     crs = parse_crs(ctx.inputs["input_path"].crs_wkt or "")
@@ -162,7 +164,7 @@ def _file_to_file(ctx: RunContext, layers: dict[str, files._GeoParquet], min_fea
 
         # 1. every pair's piece with both rows' fields, flagged unless a valid polygon
         def numbered(key: str, layer: files._GeoParquet, row: str) -> str:
-            carried = "".join(f", {q(c)}" for c in _fields(layer))
+            carried = "".join(f", {q(c)}" for c in layer.fields)
             return f"(SELECT row_number() OVER () AS {row}, {q(layer.geometry)} AS {g}{carried} FROM {views[key]})"
 
         split = len(left_fields)
@@ -185,7 +187,9 @@ def _file_to_file(ctx: RunContext, layers: dict[str, files._GeoParquet], min_fea
         odd = sd.sql(f"SELECT {i}, {j}, ST_AsBinary({x}) AS w FROM {pieces_view} WHERE {kind} = 1").to_arrow_table()
         kept, fragments, no_area = _treat(odd)
         counted = sd.sql(f"SELECT count(*) AS n FROM {pieces_view}").to_arrow_table().column("n")[0].as_py()
-        as_cut = _facts(sd, f"(SELECT {x} AS {g} FROM {pieces_view} WHERE {kind} = 0 AND NOT ST_IsEmpty({x}))", g)
+        as_cut = _facts(
+            sd, f"(SELECT {x} AS {g} FROM {pieces_view} WHERE {kind} = 0 AND NOT ST_IsEmpty({x}))", g, validity=False
+        )
 
         # 3. the output, in the GeoPandas engine's order
         names = [*(q(n) for n in output_fields), "geometry"]
@@ -247,35 +251,23 @@ def _treat(odd: Any) -> tuple[Any, int, int]:
     return table, fragments, int((~present).sum())
 
 
-def _facts(sd: Any, source: str, geometry: str) -> OutputFacts:
-    from mapsmith.verify.facts import facts_from_row, facts_sql
-
-    return facts_from_row(sd.sql(facts_sql(source, geometry, validity=False)).to_arrow_table().to_pylist()[0])
-
-
 def _merge_facts(as_cut: OutputFacts, kept: Any) -> OutputFacts:
-    """The output's facts: the valid polygons as cut (SedonaDB counted them) with the treated pieces' (counted here)."""
-    import numpy as np
+    """The output's facts: those of the valid polygons as cut (SedonaDB counted them, empty ones left out) with
+    those of the treated pieces (layer_facts.FactsTally, validity counted)."""
     import shapely
 
     from mapsmith.verify.facts import OutputFacts as Facts
-    from mapsmith_opensource.common import TYPE_NAMES
+    from mapsmith_opensource.layer_facts import FactsTally
 
-    geoms = shapely.from_wkb(kept.column("w").to_numpy(zero_copy_only=False)) if kept.num_rows else np.empty(0)
-    present = geoms[~shapely.is_empty(geoms)] if len(geoms) else geoms
-    types = set(as_cut.geometry_types) | {TYPE_NAMES[t] for t in shapely.get_type_id(present).tolist()}
-    bounds = as_cut.bounds
-    if len(present):
-        corners = [float(v) for v in shapely.total_bounds(present)]
-        if bounds is not None:
-            corners = [*map(min, corners[:2], bounds[:2]), *map(max, corners[2:], bounds[2:])]
-        bounds = (corners[0], corners[1], corners[2], corners[3])
-    invalid = int((~shapely.is_valid(present)).sum()) if len(present) else 0
-    ordered = tuple(name for name in TYPE_NAMES.values() if name in types)
-    return Facts(as_cut.rows + len(geoms), 0, invalid, ordered, bounds)
-
-
-def _rows_written(path: Any) -> int:
-    import pyarrow.parquet as pq
-
-    return int(pq.read_metadata(path).num_rows)
+    tally = FactsTally()
+    if kept.num_rows:
+        tally.add(shapely.from_wkb(kept.column("w").to_numpy(zero_copy_only=False)))
+    treated = tally.facts()
+    boxes = [b for b in (as_cut.bounds, treated.bounds) if b is not None]
+    bounds = (
+        (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+        if boxes
+        else None
+    )
+    types = tuple(sorted(set(as_cut.geometry_types) | set(treated.geometry_types)))
+    return Facts(as_cut.rows + treated.rows, treated.missing, as_cut.invalid + treated.invalid, types, bounds)

@@ -88,13 +88,9 @@ def columns_problem(ctx: RunContext) -> str | None:
         return problem
     if any(c.casefold() == "distance_m" for c in layers["input_path"].columns):
         return "input_path already has a field distance_m (the GeoPandas engine refuses the run: FIELD_EXISTS)"
-    if layers["input_path"].geometry in _fields(layers["join_path"]):
+    if layers["input_path"].geometry in layers["join_path"].fields:
         return "join_path has a field named as input_path's geometry column"
     return None
-
-
-def _fields(layer: files._GeoParquet) -> list[str]:
-    return [c for c in layer.columns if c != layer.geometry]
 
 
 def _decoded(values: Any) -> np.ndarray:
@@ -186,7 +182,7 @@ def nearest_join_columns(ctx: RunContext) -> bool:
     unit_m = linear_unit_metres(crs)  # the unit to_metric records below for this planar CRS (columns_problem)
     max_m = ctx.arguments.get("max_distance_meters")
     limit = max_m / unit_m if max_m is not None else None
-    incoming = _fields(join_layer)
+    incoming = join_layer.fields
     renamed = _rename_clashes([*left_layer.columns, "distance_m"], incoming, JOIN_SUFFIX)  # as nearest_join's
     fields = join.select(incoming)
     passed = _Pass(len(join_geoms))

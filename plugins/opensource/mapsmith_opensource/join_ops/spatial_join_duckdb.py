@@ -104,6 +104,11 @@ class _GeoParquet:
     crs: dict[str, Any]  # the geometry column's "crs" member as the file has it ({} when absent: OGC:CRS84)
     problem: str | None
 
+    @property
+    def fields(self) -> list[str]:
+        """The columns other than the geometry, in file order."""
+        return [c for c in self.columns if c != self.geometry]
+
 
 def _carried_exactly(arrow_type: Any) -> bool:
     """Whether DuckDB reads and writes values of this Arrow type as the GeoPandas engine does."""

@@ -163,10 +163,11 @@ def _names(taken: list[str]) -> _Names:
     )
 
 
-def _facts(sd: Any, source: str, geometry: str) -> OutputFacts:
+def _facts(sd: Any, source: str, geometry: str, validity: bool = True) -> OutputFacts:
+    """verify.facts' query in SedonaDB (without ``validity`` the invalid count is 0, not counted)."""
     from mapsmith.verify.facts import facts_from_row, facts_sql
 
-    return facts_from_row(sd.sql(facts_sql(source, geometry)).to_arrow_table().to_pylist()[0])
+    return facts_from_row(sd.sql(facts_sql(source, geometry, validity)).to_arrow_table().to_pylist()[0])
 
 
 def _inspect(sd: Any, views: dict[str, str], layers: dict[str, files._GeoParquet]) -> dict[str, Any]:
