@@ -452,7 +452,7 @@ def write_results(args: argparse.Namespace, partial_sizes: list[dict[str, Any]])
             "measure_relative_tolerance": goal_ops.MEASURE_RELATIVE_TOLERANCE,
         },
         "memory_cap_probe": args.cap_probe,
-        "not_run": args.skipped,
+        "not_run": merged_not_run(args.skipped, args.previous if args.merge else None, partial_sizes),
         "sizes": partial_sizes,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -464,6 +464,28 @@ def write_results(args: argparse.Namespace, partial_sizes: list[dict[str, Any]])
 # Every raw engine a run can time: --engines' default. One a run leaves out is named under "Not run" on its page.
 ALL_ENGINES = ("geopandas", "duckdb", "sedonadb", "spark", "spark_cluster")
 LEFT_OUT = "left out of this run by --engines (or its preset)"
+
+
+def merged_not_run(
+    skipped: dict[str, str], previous: dict[str, Any] | None, sizes: list[dict[str, Any]]
+) -> dict[str, str]:
+    """The page's "Not run" after --merge: this run's, and every other raw engine missing from an operation kept from
+    an earlier run, with the earlier run's reason and the operations it was not run for (a merge would otherwise
+    drop that an engine this run did time was not timed for the operations it kept)."""
+    out = dict(skipped)
+    earlier = (previous or {}).get("not_run", {})
+    for engine in ALL_ENGINES:
+        if engine in out:
+            continue
+        missing = [
+            f"{name} at {size['points']:,} points"
+            for size in sizes
+            for name, op in size["operations"].items()
+            if engine not in op["variants"]
+        ]
+        if missing:
+            out[engine] = f"{earlier.get(engine, LEFT_OUT)} (for {', '.join(missing)})"
+    return out
 
 
 def not_run(wanted: list[str], spark_master: str | None) -> dict[str, str]:

@@ -54,6 +54,7 @@ import bench_vector  # noqa: E402  (the extent, the polygons and the seed)
 import common  # noqa: E402
 import goal_children  # noqa: E402
 import scale_data  # noqa: E402
+import vector_children  # noqa: E402
 from common import code_state, machine  # noqa: E402
 
 RESULTS = HERE / "results" / "scale.json"
@@ -87,12 +88,12 @@ def _join_sql(points: str, zones: str, quote: str = '"') -> str:
 
 def child_geopandas(spec: dict[str, Any]) -> dict[str, Any]:
     spec = {**spec, "how": "inner", "predicate": "intersects"}
-    return bench_vector.child_join_geopandas(spec)
+    return vector_children.child_join_geopandas(spec)
 
 
 def child_duckdb(spec: dict[str, Any]) -> dict[str, Any]:
     spec = {**spec, "how": "inner"}
-    return bench_vector.child_join_duckdb(spec)
+    return vector_children.child_join_duckdb(spec)
 
 
 def child_sedonadb(spec: dict[str, Any]) -> dict[str, Any]:

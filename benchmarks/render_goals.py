@@ -356,10 +356,20 @@ def _scaling_rows(r: dict[str, Any]) -> list[str]:
                 )
                 + f"{_goal_cell(v, goal)} |"
             )
+    kept: dict[str, list[str]] = {}
+    for size in r["sizes"]:
+        for operation, op in size["operations"].items():
+            if origin := op.get("measured_in"):
+                when = f"{origin['measured_at']}, {_state(origin['code'])}"
+                kept.setdefault(when, []).append(f"`{operation}` at {size['points']:,}")
+    earlier = [
+        f"{', '.join(where)} {'was' if len(where) == 1 else 'were'} measured {when} (kept by `--merge`)"
+        for when, where in kept.items()
+    ]
     return [
         *lines,
         "",
         f"Measured {r['measured_at']}, {_state(r['code'])}, on a shared machine (load average "
-        f"{_load(r['load_average_before'])} before the run).",
+        f"{_load(r['load_average_before'])} before the run)" + (f"; {'; '.join(earlier)}." if earlier else "."),
         "",
     ]

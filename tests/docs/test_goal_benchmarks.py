@@ -510,3 +510,25 @@ def test_leftovers_past_the_timeout_are_killed() -> None:
     group = _leaving_behind(60)
     waited = bench_goals.wait_for_group(group, timeout=0.5)
     assert 0.5 < waited < 5 and bench_goals.group_members(group) == []
+
+
+def test_a_merge_keeps_saying_which_engines_an_earlier_run_left_out() -> None:
+    """30M: an earlier run left GeoPandas out of count_in_polygons; a merge that runs GeoPandas for overlay_layers alone
+    must still name it as not run for count_in_polygons, with the earlier reason."""
+    previous = {"not_run": {"geopandas": bench_goals.LEFT_OUT, "spark": "no jars"}}
+    sizes = [
+        {
+            "points": 30_000_000,
+            "operations": {
+                "count_in_polygons": {"variants": {"duckdb": {}, "sedonadb": {}, "mapsmith_api": {}}},
+                "overlay_layers": {"variants": {"geopandas": {}, "duckdb": {}, "sedonadb": {}, "mapsmith_api": {}}},
+            },
+        }
+    ]
+    found = bench_goals.merged_not_run({"spark_cluster": "no cluster"}, previous, sizes)
+    assert found["geopandas"] == f"{bench_goals.LEFT_OUT} (for count_in_polygons at 30,000,000 points)"
+    assert found["spark"] == "no jars (for count_in_polygons at 30,000,000 points, overlay_layers at 30,000,000 points)"
+    assert found["spark_cluster"] == "no cluster"
+    assert "duckdb" not in found and "sedonadb" not in found
+    # its clean twin: every engine ran for every operation kept, so nothing is added
+    assert bench_goals.merged_not_run({}, previous, [{"points": 1, "operations": {}}]) == {}
