@@ -33,7 +33,6 @@ measures and never asserts -- whether the target was met is recorded, not enforc
 from __future__ import annotations
 
 import argparse
-import cProfile
 import datetime as dt
 import json
 import os
@@ -208,23 +207,9 @@ def child_mapsmith(spec: dict[str, Any], profile: bool = False) -> dict[str, Any
     whitebox_engine.environment()  # a running server builds it once, on its first Whitebox call
     setup = time.perf_counter() - start
     arguments = {"input_path": spec["input"], "units": UNITS, "output_path": spec["output"]}
-    profiler = cProfile.Profile(time.perf_counter) if profile else None
-    t0 = time.perf_counter()
-    if profiler is not None:
-        profiler.enable()
-    result = app.run("slope", arguments)
-    if profiler is not None:
-        profiler.disable()
-    seconds = time.perf_counter() - t0
-    out: dict[str, Any] = {
-        "seconds": seconds,
-        "setup_seconds": setup,
-        "status": result.status,
-        "engine": result.engine.get("name"),
-        "failed_checks": [c["name"] for c in result.checks if not c.get("passed", True)],
-    }
-    if profiler is not None:
-        out["breakdown"] = breakdown(pstats.Stats(profiler))
+    out, stats = common.run_mapsmith(app, "slope", arguments, setup, profile)
+    if stats is not None:
+        out["breakdown"] = breakdown(stats)
     return out
 
 

@@ -157,24 +157,13 @@ def child_mapsmith(spec: dict[str, Any]) -> dict[str, Any]:
 
     app = MapSmith({"MAPSMITH_WORKSPACE": spec["workspace"]})
     setup = time.perf_counter() - start
-    t0 = time.perf_counter()
-    result = app.run(
-        "zonal_statistics",
-        {
-            "input_path": spec["zones"],
-            "raster_path": spec["raster"],
-            "statistics": STATISTICS,
-            "output_path": spec["output"],
-        },
-    )
-    seconds = time.perf_counter() - t0
-    return {
-        "seconds": seconds,
-        "setup_seconds": setup,
-        "status": result.status,
-        "engine": result.engine.get("name"),
-        "failed_checks": [c["name"] for c in result.checks if not c.get("passed", True)],
+    arguments = {
+        "input_path": spec["zones"],
+        "raster_path": spec["raster"],
+        "statistics": STATISTICS,
+        "output_path": spec["output"],
     }
+    return common.run_mapsmith(app, "zonal_statistics", arguments, setup)[0]
 
 
 def child_exactextract(spec: dict[str, Any]) -> dict[str, Any]:

@@ -62,6 +62,32 @@ def code_state() -> dict[str, Any]:
     return {"commit": commit, "uncommitted_changes": bool(dirty)}
 
 
+def run_mapsmith(
+    app: Any, operation: str, arguments: dict[str, Any], setup: float, profile: bool = False
+) -> tuple[dict[str, Any], Any]:
+    """In a child: ``app.run(operation, arguments)`` on the clock (under cProfile, perf_counter timer, when
+    ``profile``), and the answer every benchmark records of it; the profile's ``pstats.Stats``, or None."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile(time.perf_counter) if profile else None
+    t0 = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
+    result = app.run(operation, arguments)
+    if profiler is not None:
+        profiler.disable()
+    seconds = time.perf_counter() - t0
+    answer = {
+        "seconds": seconds,
+        "setup_seconds": setup,
+        "status": result.status,
+        "engine": result.engine.get("name"),
+        "failed_checks": [c["name"] for c in result.checks if not c.get("passed", True)],
+    }
+    return answer, (pstats.Stats(profiler) if profiler is not None else None)
+
+
 def child_main(children: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]], role: str, spec_json: str) -> int:
     """In a child process: run ``children[role]`` and print its JSON answer with this process's peak RSS."""
     out = children[role](json.loads(spec_json))

@@ -12,11 +12,10 @@ check an answer or decide a verdict.
 
 from __future__ import annotations
 
-import cProfile
-import pstats
 import time
 from typing import Any
 
+import common
 import goal_children
 from vector_breakdown import breakdown
 
@@ -87,25 +86,11 @@ def _run_mapsmith(spec: dict[str, Any], operation: str, profile: bool) -> dict[s
     app.warm()
     setup += time.perf_counter() - started
     arguments = _buffer_arguments(spec) if operation == "buffer_layer" else _join_arguments(spec)
-    profiler = cProfile.Profile(time.perf_counter) if profile else None
-    t0 = time.perf_counter()
-    if profiler is not None:
-        profiler.enable()
-    result = app.run(operation, arguments)
-    if profiler is not None:
-        profiler.disable()
-    seconds = time.perf_counter() - t0
-    out: dict[str, Any] = {
-        "seconds": seconds,
-        "setup_seconds": setup,
-        "status": result.status,
-        "engine": result.engine.get("name"),
-        "failed_checks": [c["name"] for c in result.checks if not c.get("passed", True)],
-    }
-    if profiler is not None:
+    out, stats = common.run_mapsmith(app, operation, arguments, setup, profile)
+    if stats is not None:
         # The stack's implementations of the operation, by function name (spatial_join has one per engine).
         names = sorted({getattr(i.function, "__name__", operation) for i in app.host.implementations[operation]})
-        out["breakdown"] = breakdown(pstats.Stats(profiler), names)
+        out["breakdown"] = breakdown(stats, names)
     return out
 
 
