@@ -403,7 +403,8 @@ def bench_join(
         "read_parquet ... LEFT JOIN ... ON ST_Intersects) TO parquet",
         "sedonadb": "SedonaDB (sedonadb.connect()): read_parquet x2 -> SELECT ... LEFT JOIN ... ON ST_Intersects "
         "-> to_parquet",
-        "spark": f"Apache Sedona on Spark (local mode, {SPARK_MEMORY} driver): the same SELECT in Spark SQL -> "
+        "spark": f"Apache Sedona on Spark (local mode, {SPARK_MEMORY} driver): the inner ST_Intersects join in Spark "
+        "SQL, left-joined back to every point by point_id (Sedona runs a left spatial join as a nested loop) -> "
         "GeoParquet (a folder of parts)",
         "mapsmith": "MapSmith(environ).run('spatial_join', ...): checks, engine, output checks, digests, manifest",
     }
