@@ -483,8 +483,8 @@ def merged_not_run(
             for name, op in size["operations"].items()
             if engine not in op["variants"]
         ]
-        if missing:
-            out[engine] = f"{earlier.get(engine, LEFT_OUT)} (for {', '.join(missing)})"
+        if missing:  # without an earlier reason (--spark-operations, a run that did not finish ...) none is guessed
+            out[engine] = f"{earlier.get(engine, 'not run')} (for {', '.join(missing)})"
     return out
 
 

@@ -530,5 +530,8 @@ def test_a_merge_keeps_saying_which_engines_an_earlier_run_left_out() -> None:
     assert found["spark"] == "no jars (for count_in_polygons at 30,000,000 points, overlay_layers at 30,000,000 points)"
     assert found["spark_cluster"] == "no cluster"
     assert "duckdb" not in found and "sedonadb" not in found
+    # without an earlier run's reason, none is made up
+    unexplained = bench_goals.merged_not_run({}, None, sizes)
+    assert unexplained["geopandas"] == "not run (for count_in_polygons at 30,000,000 points)"
     # its clean twin: every engine ran for every operation kept, so nothing is added
     assert bench_goals.merged_not_run({}, previous, [{"points": 1, "operations": {}}]) == {}
