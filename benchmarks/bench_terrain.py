@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import os
 import pstats
@@ -178,6 +179,7 @@ def gdaldem_command(source: str, target: str) -> list[str]:
     return [tool, "slope", source, target, "-of", "GTiff", "-q", *(x for o in options for x in ("-co", o))]
 
 
+@functools.cache
 def gdaldem_version() -> str | None:
     tool = shutil.which("gdaldem")
     if tool is None:
@@ -364,8 +366,8 @@ def machine_record(load_before: float) -> dict[str, Any]:
     import rasterio
 
     extra = {"GDAL": rasterio.__gdal_version__}
-    if gdaldem_version():
-        extra["gdaldem"] = str(gdaldem_version())
+    if version := gdaldem_version():
+        extra["gdaldem"] = version
     record = machine(("whitebox-workflows", "rasterio", "numpy"), extra)
     return {**record, "load_average_1min": {"before": round(load_before, 2), "after": None}}
 

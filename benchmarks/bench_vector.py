@@ -219,19 +219,9 @@ def _interleave(
 
 
 def _goal(summaries: dict[str, dict[str, Any]], agreeing: set[str]) -> dict[str, Any]:
-    """Issue 22's goal for MapSmith, on the work alone and on the whole process (goal_verdicts)."""
-    raw = {e: s for e, s in summaries.items() if e != "mapsmith"}
-    return {
-        level: goal_verdicts.verdict(
-            {**raw, "mapsmith_api": summaries["mapsmith"]}, agreeing_api(agreeing), "mapsmith_api", level
-        )
-        for level in goal_verdicts.LEVELS
-    }
-
-
-def agreeing_api(agreeing: set[str]) -> set[str]:
-    """goal_verdicts names MapSmith's Python API run ``mapsmith_api``; this benchmark names it ``mapsmith``."""
-    return {"mapsmith_api" if e == "mapsmith" else e for e in agreeing}
+    """Issue 22's goal for MapSmith, on the work alone and on the whole process (goal_verdicts: "mapsmith" is not a
+    raw engine there, so it is never its own yardstick)."""
+    return {level: goal_verdicts.verdict(summaries, agreeing, "mapsmith", level) for level in goal_verdicts.LEVELS}
 
 
 def _profile(work: Path, role: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -255,7 +245,7 @@ def bench_buffer(work: Path, points: Path, features: int, runs: int, profile: bo
             "output": out.name if local else str(out),
             "distance_meters": DISTANCE_METERS,
             "segments": SEGMENTS_PER_QUARTER_CIRCLE,
-            **SPARK_SPEC,
+            **(SPARK_SPEC if engine == "spark" else {}),
         }
 
     def answer_of(out: Path) -> dict[str, Any]:
@@ -378,7 +368,7 @@ def bench_join(
             "output": out.name if local else str(out),
             "predicate": PREDICATE,
             "how": JOIN_HOW,
-            **SPARK_SPEC,
+            **(SPARK_SPEC if engine == "spark" else {}),
         }
 
     def answer_of(out: Path) -> dict[str, Any]:

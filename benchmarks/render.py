@@ -207,13 +207,7 @@ def _vector_buffer(r: dict[str, Any]) -> list[str]:
     return lines + _vector_footer(r)
 
 
-JOIN_ENGINE_LABELS = {
-    "geopandas": "`geopandas.sjoin`",
-    "duckdb": "DuckDB Spatial",
-    "sedonadb": "SedonaDB",
-    "spark": "Apache Sedona on Spark",
-    "mapsmith": "MapSmith `spatial_join`",
-}
+JOIN_ENGINE_LABELS = {**ENGINE_LABELS, "geopandas": "`geopandas.sjoin`", "mapsmith": "MapSmith `spatial_join`"}
 
 
 def _pairs_row(label: str, f: dict[str, Any]) -> str:
