@@ -627,7 +627,7 @@ def _count_pct(n: int, total: int) -> str:
 
 BLIND = REPO / "tests" / "data" / "discovery_blind.json"
 # Written later, each request with the facets its writer would declare: measured with nothing and with every facet.
-BLIND_SETS = (BLIND, REPO / "tests" / "data" / "discovery_blind2.json")
+BLIND_SETS = (BLIND, *(REPO / "tests" / "data" / f"discovery_blind{n}.json" for n in (2, 3)))
 
 
 def _blind_section(paths: Sequence[Path] = BLIND_SETS) -> list[str]:
@@ -708,7 +708,7 @@ def _blind_set(path: Path, catalogues: Sequence[tuple[str, Any]]) -> list[str]:
                 f"{m['unsure']}, {m['listed']} listed | {_count_pct(m['refused'], len(unanswerable))} | {kinds} |"
             )
     if data["doubts"]:
-        lines += ["", "Doubts the writer noted after the first search, labels kept as written:", ""]
+        lines += ["", "Doubts the writer noted, labels kept as written:", ""]
         lines += [f"- {doubt}" for doubt in data["doubts"]]
     lines += _blind_history(data.get("history", []))
     return lines
@@ -719,8 +719,8 @@ def _blind_history(history: Sequence[Mapping[str, Any]]) -> list[str]:
     measurement as recorded then; the one without is the table above. ``change`` is what changed in the
     catalogue before that measurement, ``read`` the set's requests whose answers were read before the change
     (no longer blind: a change may have been shaped by them)."""
-    if not history:
-        return []
+    if len(history) < 2:
+        return []  # measured once: the table above is the only measurement
     lines = ["", "Measured more than once; what changed in between, and which of these requests were read first:", ""]
     for entry in history:
         when = f"on {entry['measured_on']}" if entry.get("measured_on") else "now (the table above)"
