@@ -514,10 +514,10 @@ def render(report: Report, with_qgis: Report | None = None) -> str:
         "in meaning, or a declared out-of-scope task leading every operation on both rankers "
         "(`mapsmith.catalog.support`). Thinner support is answered `unsure`, with candidates, when a logistic score "
         "of six support signals (fitted on the calibration half, `benchmarks/discovery_calibrate.py --weak`) says the "
-        "request is more likely unanswerable than not. With a fact about the caller's data declared (the caller "
-        "holds data of a kind the catalogue works on, evidence the score never saw), the score must also clear "
-        f"`support.WEAK_DECLARED_MIN` ({WEAK_DECLARED_MIN}: above every answerable request of the calibration half "
-        "and every contract example); below it the answer keeps its status and says `support: weak`.",
+        "request is more likely unanswerable than not. With a fact about the caller's data declared, the score must "
+        f"also clear `support.WEAK_DECLARED_MIN` ({WEAK_DECLARED_MIN}: the smallest cut at which at most 4 % of the "
+        "calibration half's answerable requests are answered `unsure` with every facet declared, every cause "
+        "counted); below it the answer keeps its status and says `support: weak`.",
         "",
     ]
     lines += _table(report, engines)

@@ -176,20 +176,30 @@ def test_with_a_declared_fact_only_a_far_weaker_support_is_unsure(app: MapSmith)
     assert wished["remaining"] <= search.CHOOSE_LIMIT and wished["status"] == "unsure"
 
 
-def test_the_declared_cut_is_above_every_answerable_text_it_was_calibrated_on() -> None:
-    # The committed weights and cut are what `python benchmarks/discovery_calibrate.py --weak` gives today; the cut
-    # is above the score of every answerable request of the calibration half and every contract example, so none
-    # of them that declares a fact about its data is answered unsure by the weak score.
+def test_the_declared_cut_keeps_unsure_within_its_budget_and_no_lower_cut_does() -> None:
+    # The committed weights and cut are what `python benchmarks/discovery_calibrate.py --weak` gives today. Counted
+    # here by discover itself: with every facet declared, the calibration half's answerable requests answered unsure
+    # are at most MAX_DECLARED_UNSURE_SHARE of them at the cut, and over it 0.01 lower (the cut is the smallest).
     module = _calibrate_module()
     weights, bias, declared_min, _ = module.calibrate_weak()
     assert weights == pytest.approx(support.WEAK_WEIGHTS, abs=1e-6) and bias == pytest.approx(support.WEAK_BIAS)
     assert declared_min == support.WEAK_DECLARED_MIN
     data = module.load_queries()
-    rows = module.weak_rows(module.make_app(), data)
-    n = len(data["requests"])
-    answerable = [r for r in rows[:n] if r[2]] + rows[n + len(data["unanswerable"]) :]
-    scores = [support.weak_support(support.Signals(*r[0])) for r in answerable]
-    assert max(scores) < support.WEAK_DECLARED_MIN <= max(scores) + 0.01
+    app = module.make_app()
+    every = ("input_kind", "produces", "dataset_count", "geometry_types")
+    half = [r for r in data["requests"] if module.in_calibration_half(r["id"])]
+    budget = int(module.MAX_DECLARED_UNSURE_SHARE * len(half))
+
+    def unsure_at(cut: float) -> int:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(search, "WEAK_DECLARED_MIN", cut)
+            answers = [
+                discover(app, r["request"], **{k: r["facets"][k] for k in every if r["facets"][k] is not None})
+                for r in half
+            ]
+        return sum(a["status"] == "unsure" for a in answers)
+
+    assert unsure_at(support.WEAK_DECLARED_MIN) <= budget < unsure_at(round(support.WEAK_DECLARED_MIN - 0.01, 2))
 
 
 def test_clean_twin_a_well_supported_request_is_ranked_without_a_support_mark(app: MapSmith) -> None:
