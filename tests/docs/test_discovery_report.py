@@ -312,8 +312,15 @@ def test_the_blind_sets_are_well_formed_and_on_the_page(rendered: str, name: str
         "refused 31;",
         "discovery_blind3.json": "- Measured on 90f5a77: built-in, nothing declared: found@1 20, found@3 29, "
         "refused 28;",
-    }.get(name)
-    if first is None:  # measured once: no history section, the about text names the commit
-        assert len(history) == 1 and "Measured first on" in blind["about"]
-    else:
-        assert first in rendered
+    }[name]
+    assert first in rendered
+
+
+def test_a_blind_set_measured_once_has_no_history_section() -> None:
+    """One history entry is the table itself: "Measured more than once" would be false; two make the section."""
+    once = [{"measured_on": None, "change": None, "read": [], "measured": None}]
+    assert report._blind_history(once) == []
+    twice = [{"measured_on": "abc1234", "change": None, "read": [], "measured": {"built-in": {"refused": 3}}}, *once]
+    lines = report._blind_history(twice)
+    assert lines[1].startswith("Measured more than once")
+    assert lines[3:] == ["- Measured on abc1234: built-in: refused 3.", "- Measured now (the table above)."]
