@@ -27,7 +27,7 @@ Written here with numpy rather than taken from scikit-learn: six weights by Newt
 the project would otherwise gain a dependency for one calibration script. It prints the weights and, on each half,
 how many answerable and unanswerable requests score above 0 (answered ``unsure`` when nothing about the caller's
 data is declared) and above ``support.WEAK_DECLARED_MIN``, the cut it also prints (answered ``unsure`` with such a
-fact declared: the smallest two-decimal cut at which at most ``MAX_DECLARED_UNSURE_SHARE`` of the calibration
+fact declared: the smallest two-decimal cut at which at most ``support.WEAK_DECLARED_UNSURE_SHARE`` of the calibration
 half's answerable requests are answered ``unsure`` with every facet declared, every cause counted).
 
 ``--fusion`` counts found@1 over the rows nothing / + wanted output / + geometry type of the page, over the
@@ -49,9 +49,6 @@ from discovery_report import QUERIES, in_calibration_half, load_queries, make_ap
 # At most this share of the answerable texts may be answered none; the goal is under 2 %, this keeps a margin
 # for requests nobody has written yet.
 MAX_WRONG_NONE_SHARE = 0.01
-# With every facet declared, at most this share of the calibration half's answerable requests may be answered unsure
-# (every cause counted); the goal is under 5 %, this keeps a margin.
-MAX_DECLARED_UNSURE_SHARE = 0.04
 
 
 @dataclass(frozen=True)
@@ -233,13 +230,15 @@ def fit_logistic(x: Any, y: Any, l2: float = WEAK_L2) -> tuple[list[float], floa
 
 def declared_cut(app: Any, data: dict[str, Any], scores: list[float]) -> float:
     """``support.WEAK_DECLARED_MIN``: the smallest two-decimal cut at which, with every facet its author declared,
-    at most ``MAX_DECLARED_UNSURE_SHARE`` of the calibration half's answerable requests are answered ``unsure``, every
-    cause counted (``scores``: the weak-support score of each of ``data["requests"]``, in order)."""
+    at most ``support.WEAK_DECLARED_UNSURE_SHARE`` of the calibration half's answerable requests are answered
+    ``unsure``, every cause counted (``scores``: the weak-support score of each of ``data["requests"]``, in order).
+    When the other causes alone exceed the share, the cut is just above every score: the weak doubt adds none."""
     import math
 
     from discovery_report import ROWS, declared_facets
 
     import mapsmith.catalog.search as search
+    from mapsmith.catalog.support import WEAK_DECLARED_UNSURE_SHARE
 
     every = ROWS[-1][1]
     half = [(r, s) for r, s in zip(data["requests"], scores, strict=True) if in_calibration_half(r["id"])]
@@ -251,7 +250,7 @@ def declared_cut(app: Any, data: dict[str, Any], scores: list[float]) -> float:
         ]
     finally:
         search.WEAK_DECLARED_MIN = saved
-    budget = math.floor(MAX_DECLARED_UNSURE_SHARE * len(half)) - statuses.count("unsure")
+    budget = math.floor(WEAK_DECLARED_UNSURE_SHARE * len(half)) - statuses.count("unsure")
     # a listed answer whose score is above the cut turns unsure (a score above 0 with a declared fact)
     doubtable = sorted(
         (s for (_, s), st in zip(half, statuses, strict=True) if st in ("choose", "ranked") and s > 0), reverse=True

@@ -477,7 +477,7 @@ def _table(report: Report, engines: Sequence[str]) -> list[str]:
 
 def render(report: Report, with_qgis: Report | None = None) -> str:
     from mapsmith.catalog.search import AUTO_ENGINE
-    from mapsmith.catalog.support import WEAK_DECLARED_MIN
+    from mapsmith.catalog.support import WEAK_DECLARED_MIN, WEAK_DECLARED_UNSURE_SHARE
 
     engines = engines_of(report)
     lines = [
@@ -515,7 +515,8 @@ def render(report: Report, with_qgis: Report | None = None) -> str:
         "(`mapsmith.catalog.support`). Thinner support is answered `unsure`, with candidates, when a logistic score "
         "of six support signals (fitted on the calibration half, `benchmarks/discovery_calibrate.py --weak`) says the "
         "request is more likely unanswerable than not. With a fact about the caller's data declared, the score must "
-        f"also clear `support.WEAK_DECLARED_MIN` ({WEAK_DECLARED_MIN}: the smallest cut at which at most 4 % of the "
+        f"also clear `support.WEAK_DECLARED_MIN` ({WEAK_DECLARED_MIN}: the smallest cut at which at most "
+        f"{WEAK_DECLARED_UNSURE_SHARE * 100:g} % of the "
         "calibration half's answerable requests are answered `unsure` with every facet declared, every cause "
         "counted); below it the answer keeps its status and says `support: weak`.",
         "",

@@ -623,11 +623,12 @@ def _declares_data(facet_filter: FacetFilter) -> bool:
     """Whether the caller declared a fact about its data (every facet but the ``produces`` wish and category).
 
     The weak-support score was fitted on request texts alone; with a declared fact a score above 0 adds a note,
-    and only a score above ``support.WEAK_DECLARED_MIN`` answers ``unsure``: the cut keeps unsure under 4 % of
-    the calibration half's answerable requests with every facet declared. Measured with no cut, with QGIS's
-    algorithms in and every facet declared: a score above 0 turned 6 of the 206 answerable requests unsure (11 in
-    all, 5.3 %, against the goal of under 5 %), each listing the right operation. A declared fact is no evidence
-    that the request is on topic: an off-topic request declares data as readily (the third blind set)."""
+    and only a score above ``support.WEAK_DECLARED_MIN`` answers ``unsure``: the cut keeps unsure to at most
+    ``support.WEAK_DECLARED_UNSURE_SHARE`` of the calibration half's answerable requests with every facet declared.
+    Measured with no cut, with QGIS's algorithms in and every facet declared: a score above 0 turned 6 of the 206
+    answerable requests unsure (11 in all, 5.3 %, against the goal of under 5 %), each listing the right operation.
+    A declared fact is no evidence that the request is on topic: an off-topic request declares data as readily (the
+    third blind set)."""
     return any(
         value is not None
         for value in (
