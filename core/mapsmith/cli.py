@@ -89,12 +89,17 @@ def _exit_on_terminate() -> None:
     import threading
 
     def stop(signum: int, _frame: object) -> None:
+        from mapsmith.outputs import release_workspace_claims
         from mapsmith.sandbox import shut_down
 
         # In a thread of its own, waited for LEAVING_S at most: the handler runs in the main thread, which may hold
         # a lock shut_down needs (the worker pool's). Workers left running die with this process (bubblewrap's
         # --die-with-parent).
-        leaving = threading.Thread(target=shut_down, name="mapsmith-leaving", daemon=True)
+        def leave() -> None:
+            shut_down()
+            release_workspace_claims()
+
+        leaving = threading.Thread(target=leave, name="mapsmith-leaving", daemon=True)
         leaving.start()
         leaving.join(LEAVING_S)
         sys.stderr.flush()

@@ -7,7 +7,8 @@ so a manifest always describes the bytes beside it even when two calls write the
 once; when a layer is added to a GeoPackage it covers the whole copy-add-verify-rename of the container
 (``mapsmith.run_outputs``), so a layer another call added meanwhile is never lost.
 ``check_output_size`` refuses an output over ``MAPSMITH_MAX_OUTPUT_BYTES`` before it is
-renamed. ``clean_stale_temps`` removes, at start, the temporary files a killed run left behind.
+renamed. ``clean_stale_temps`` removes, at start, the temporary files a killed run left behind, and claims the
+workspace for the server's life; the last server to leave removes the claim file (``release_workspace_claims``).
 
 This module must never follow a symbolic link when it creates a lock file or removes a temporary file,
 never remove a file whose name is not one MapSmith's own temporary names take, and never remove the
@@ -16,6 +17,7 @@ temporary file of a run that may still be alive (another server on the same work
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
@@ -205,8 +207,7 @@ def clean_stale_temps(workspace_root: Path | str, environ: Mapping[str, str] | N
     alone = False
     if fd is None:
         try:
-            fd = os.open(workspace_claim_path(root), _OPEN_FLAGS, 0o600)
-            alone = _try_lock(fd)
+            fd, alone = _open_claim(workspace_claim_path(root))
         except OSError:
             fd = None  # another user's claim file (or none can be made): assume another server is alive
     oldest = time.time() - 2 * call_timeout_s(env)
@@ -233,9 +234,61 @@ def clean_stale_temps(workspace_root: Path | str, environ: Mapping[str, str] | N
         # Downgrade (or take) the shared claim: later starts see this server as alive.
         if fd is not None:
             if sys.platform != "win32":
-                fcntl.flock(fd, fcntl.LOCK_SH)
+                fd = _hold_shared(workspace_claim_path(root), fd)
+            if not _workspace_claim:
+                atexit.register(release_workspace_claims)
             _workspace_claim[key] = fd
     return sorted(removed)
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (a leaving server may have removed it meanwhile)."""
+    held = os.fstat(fd)
+    try:
+        current = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _open_claim(path: Path) -> tuple[int, bool]:
+    """The workspace's claim file, open, and whether its exclusive lock was taken (no other server holds it).
+    A file a leaving server removed between the open and the lock is closed and the name opened again."""
+    while True:
+        fd = os.open(path, _OPEN_FLAGS, 0o600)
+        alone = _try_lock(fd)
+        if sys.platform == "win32" or _names(path, fd):
+            return fd, alone
+        os.close(fd)
+
+
+def _hold_shared(path: Path, fd: int) -> int:
+    """Hold the claim shared (downgraded, or waited for while a leaving server removes the file), on the file the
+    name leads to: a server holding a removed file would be invisible to the next one."""
+    while True:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        if _names(path, fd):
+            return fd
+        os.close(fd)
+        fd = os.open(path, _OPEN_FLAGS, 0o600)
+
+
+def release_workspace_claims() -> None:
+    """Let go of this process's workspace claims, at exit: a claim no other server holds (its exclusive lock taken)
+    has its file removed first, so the system temporary folder does not keep one file per workspace ever served.
+    A server starting meanwhile either locks the removed file and opens the name again (``_open_claim``) or
+    creates a new one; a server still holding the claim keeps its file. Safe to call twice."""
+    while _workspace_claim:
+        key, fd = _workspace_claim.popitem()
+        try:
+            if sys.platform != "win32" and _try_lock(fd):
+                path = workspace_claim_path(Path(key))
+                if _names(path, fd):
+                    path.unlink()
+        except OSError:
+            pass  # the file stays; the next server reuses it
+        finally:
+            os.close(fd)
 
 
 def raster_sidecars(path: Path) -> list[Path]:

@@ -295,3 +295,55 @@ def test_clean_twin_a_workspace_without_temporaries_is_left_as_it_is(tmp_path: P
     (ws / "out.gpkg").write_text("x")
     assert clean_stale_temps(ws, {}) == []
     assert sorted(p.name for p in ws.iterdir()) == ["out.gpkg"]
+
+
+_CLAIM_AND_LEAVE = """
+import sys
+from mapsmith.outputs import clean_stale_temps
+clean_stale_temps(sys.argv[1], {})
+"""
+
+
+def test_the_last_server_to_leave_removes_the_workspace_claim_and_no_other(tmp_path: Path) -> None:
+    """The claim file lived on after every server: 846 of them in /tmp on the test machine, one per workspace ever
+    served. A server leaving normally removes it only when no other server holds it."""
+    from mapsmith.outputs import workspace_claim_path
+
+    ws, temp = tmp_path / "ws", tmp_path / "tmp"
+    ws.mkdir()
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAPSMITH_")} | {"TMPDIR": str(temp)}
+    claims = lambda: sorted(p.name for p in temp.glob("mapsmith-claim-*.lock"))  # noqa: E731
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(ws)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "claimed"
+        name = workspace_claim_path(ws).name  # the same name under any temporary folder
+        assert claims() == [name]
+        # Another server on the workspace leaves while the first is alive: the first's claim stays.
+        subprocess.run([sys.executable, "-c", _CLAIM_AND_LEAVE, str(ws)], env=env, check=True, timeout=60)
+        assert claims() == [name]
+    finally:
+        holder.kill()  # killed: nothing runs at its exit, so the file stays for the next server
+        holder.wait()
+    assert claims() == [name]
+    # The clean twin: a server alone on the workspace takes the claim over and, leaving last, removes it.
+    subprocess.run([sys.executable, "-c", _CLAIM_AND_LEAVE, str(ws)], env=env, check=True, timeout=60)
+    assert claims() == []
+
+
+def test_a_claim_whose_file_a_leaving_server_removed_is_taken_again_on_the_new_file(tmp_path: Path) -> None:
+    """A starting server that opened the claim just before a leaving one removed it would hold a file no name leads
+    to, invisible to the next server, which would then take the workspace for its own and remove a living run's
+    temporaries: holding it again leads to the file the name names now."""
+    from mapsmith.outputs import _hold_shared
+
+    path = tmp_path / "mapsmith-claim-x.lock"
+    path.write_text("")
+    stale = os.open(path, os.O_RDWR)
+    path.unlink()  # the leaving server's removal
+    path.write_text("")  # a third server created the name again
+    fd = _hold_shared(path, stale)
+    try:
+        assert os.fstat(fd).st_ino == path.stat().st_ino
+    finally:
+        os.close(fd)

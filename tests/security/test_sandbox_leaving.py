@@ -1,5 +1,6 @@
 """A server leaves nothing behind: its sandbox's identity folder (a private passwd, group and hosts) is removed and
-its workers stopped whether the client closes stdin or the process is terminated with SIGTERM, over stdio or HTTP.
+its workers stopped, and its claim on the workspace let go of (the file removed), whether the client closes stdin or the
+process is terminated with SIGTERM, over stdio or HTTP.
 A terminated server used to leave the folder in the temporary directory (83 of them piled up on the test machine
 over a day of CI runs)."""
 
@@ -35,15 +36,21 @@ def _server(tmp_path: Path, *arguments: str) -> tuple[subprocess.Popen[bytes], P
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (_identities(temp) and _workers(proc.pid)):
+    while time.monotonic() < deadline and not (_identities(temp) and _claims(temp) and _workers(proc.pid)):
         time.sleep(0.2)
     assert _identities(temp), "the server made no identity folder"
+    assert _claims(temp), "the server claimed no workspace"
     assert _workers(proc.pid), "the server started no worker"
     return proc, temp
 
 
 def _identities(temp: Path) -> list[Path]:
     return sorted(temp.glob("mapsmith-sandbox-*"))
+
+
+def _claims(temp: Path) -> list[Path]:
+    """The server's claim on its workspace (outputs.workspace_claim_path), removed when it leaves last."""
+    return sorted(temp.glob("mapsmith-claim-*.lock"))
 
 
 def _workers(pid: int) -> list[int]:
@@ -58,6 +65,7 @@ def test_a_terminated_server_removes_its_identity_folder_and_stops_its_workers(t
     proc.send_signal(signal.SIGTERM)  # stdin stays open: the server must not wait for it
     assert proc.wait(timeout=20) == 128 + signal.SIGTERM
     assert _identities(temp) == []
+    assert _claims(temp) == []
     # The workers die with the server (--die-with-parent), but the kernel delivers that kill after the server's exit:
     # one was still running ('R') when looked at at once (a CI run of d6e0f4b). Each must be gone within 10 s.
     deadline = time.monotonic() + 10
@@ -80,6 +88,7 @@ def test_a_server_whose_client_closes_stdin_leaves_as_cleanly(tmp_path: Path) ->
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0
     assert _identities(temp) == []
+    assert _claims(temp) == []
 
 
 def test_a_terminated_http_server_removes_its_identity_folder(tmp_path: Path) -> None:
@@ -88,3 +97,4 @@ def test_a_terminated_http_server_removes_its_identity_folder(tmp_path: Path) ->
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
     assert _identities(temp) == []
+    assert _claims(temp) == []

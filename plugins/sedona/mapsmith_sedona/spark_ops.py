@@ -104,6 +104,12 @@ def validate_spatial_join(ctx: RunContext) -> None:
 
 
 def spatial_join_spark(ctx: RunContext) -> None:
+    """The pairs (row numbers only) are found once and kept; the input rows are joined back onto them by row
+    number and the output written in order by one task. Measured for issue 22 on 10,000,000 points and 10,000
+    zones (how='inner', Spark local mode on 2 cores, one run each, /tmp scratch script): this path 87.1 s; the
+    pairs carrying every output column from Sedona's join and kept (so no join back) 103.0 s, building that cache
+    doubling the join's stage (23.7 -> 46.5 s); carried and not kept, written range-partitioned by the tasks then
+    copied into one file, 121.6 s, the range partitioner's sampling running the join once more. Kept as it is."""
     from pyspark.sql import functions as F
 
     from mapsmith.crs import linear_unit_metres, parse_crs
