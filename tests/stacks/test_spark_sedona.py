@@ -274,6 +274,55 @@ def test_count_in_polygons_on_spark_matches_hand_counts_and_geopandas(
 
 
 @needs_spark
+def test_count_in_polygons_on_spark_tells_overlaps_from_shared_boundaries(make_app: Any, workspace: Path) -> None:
+    """Drawn in grid metres: A 0..10 and D 5..15 overlap (x 5..10, y 0..10); E 20..30 and F 30..40 share the edge
+    x = 30. q1 (7, 5) lies inside A and D; q2 (10, 5) on A's edge and inside D; q3 (2, 2) inside A only; q4 (30, 5)
+    on the edge E and F share, inside neither; q5 (50, 50) in nothing. Pairs 7 (A 3, D 2, E 1, F 1); points
+    counted 4; in several polygons 3, of them inside overlapping polygons 2 (q1, q2: each in some interior) and on
+    shared boundaries 1 (q4). Spark tests whether a point is inside only for the points in several polygons."""
+    import shapely
+
+    _write_grid(
+        workspace,
+        "zones.parquet",
+        [_grid_box(0, 0, 10, 10), _grid_box(5, 0, 15, 10), _grid_box(20, 0, 30, 10), _grid_box(30, 0, 40, 10)],
+        name=["A", "D", "E", "F"],
+    )
+    _write_grid(
+        workspace,
+        "spots.parquet",
+        [shapely.Point(_g(x, y)) for x, y in ((7, 5), (10, 5), (2, 2), (30, 5), (50, 50))],
+        pid=[1, 2, 3, 4, 5],
+    )
+    args = {"input_path": "zones.parquet", "points_path": "spots.parquet"}
+    result = make_app(MAPSMITH_STACK="sedona").run("count_in_polygons", {**args, "output_path": "c.parquet"})
+    assert list(_read(workspace / "c.parquet")["point_count"]) == [3, 2, 1, 1]
+    expected = {
+        "total_point_count": 7,
+        "points_counted": 4,
+        "points_in_no_polygon": 1,
+        "points_in_several_polygons": 3,
+        "points_in_overlapping_polygons": 2,
+        "points_on_shared_boundaries": 1,
+    }
+    assert {k: result.answer[k] for k in expected} == expected
+    geopandas = make_app().run("count_in_polygons", {**args, "output_path": "c_gpd.parquet"})
+    assert {k: geopandas.answer[k] for k in expected} == expected
+    _same_frames(_read(workspace / "c.parquet"), _read(workspace / "c_gpd.parquet"))
+    # The clean twin: with D gone nothing overlaps, and only q4 lies in several polygons, on their shared edge.
+    _write_grid(
+        workspace,
+        "zones.parquet",
+        [_grid_box(0, 0, 10, 10), _grid_box(20, 0, 30, 10), _grid_box(30, 0, 40, 10)],
+        name=["A", "E", "F"],
+    )
+    twin = make_app(MAPSMITH_STACK="sedona").run("count_in_polygons", {**args, "output_path": "c2.parquet"})
+    assert list(_read(workspace / "c2.parquet")["point_count"]) == [3, 1, 1]
+    assert (twin.answer["points_in_several_polygons"], twin.answer["points_in_overlapping_polygons"]) == (1, 0)
+    assert twin.answer["points_on_shared_boundaries"] == 1
+
+
+@needs_spark
 def test_count_in_polygons_on_spark_with_no_point_in_any_polygon(make_app: Any, workspace: Path) -> None:
     """The fixtures' three squares and two points far from all of them, (500, 500) and (600, 600): no pair, so every
     count is 0 and all three polygons have no points, as the GeoPandas engine says."""
