@@ -216,8 +216,9 @@ def _points_in_polygons(
         # rule), and it matters only for a point in several polygons: it is asked once the pairs are grouped by point,
         # by a second join over those points alone. Asked of every pair (ST_Contains beside the join), it doubled the
         # join's stage. Measured on 10,000,000 points and 10,000 overlapping zones (2,034,849 points in several), Spark
-        # local mode on 2 cores, one run each, MapSmith's whole count_in_polygons: 74.4 s before (the join's stage
-        # 46.2 s), 67.2 s now (the join's 26.2 s, the second join's 10.1 s, the grouping by point again 3.8 s).
+        # local mode on 2 cores, the operation's time in a warm process, before and after interleaved (load 1.6-2.9):
+        # count_in_polygons 74.4, 74.4, 72.5 s -> 67.2, 69.0, 69.8 s (the join's stage 46.2 -> 26.2 s, the second
+        # join's 10.1 s, the grouping by point again 3.8 s); summarize_points_in_polygons 86.6, 85.0 -> 82.1, 82.4 s.
         pairs = job.spark.sql(
             f"SELECT p.{ROW} AS i, t.{ROW} AS j, ST_AsBinary(t.`{tgeom}`) AS w "
             f"FROM {pview} p JOIN {tview} t ON ST_Intersects(p.`{pgeom}`, t.`{tgeom}`)"
