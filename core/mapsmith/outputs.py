@@ -124,12 +124,7 @@ def output_lock(output: Path, *, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
                         hint="wait for the other call to finish, or write to another output_path",
                     ) from None
                 time.sleep(0.005)
-            held = os.fstat(fd)
-            try:
-                current = os.lstat(lock)
-                same = (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino)
-            except FileNotFoundError:
-                same = False
+            same = _names(lock, fd)
         except BaseException:
             os.close(fd)
             raise
@@ -204,10 +199,11 @@ def clean_stale_temps(workspace_root: Path | str, environ: Mapping[str, str] | N
     env = os.environ if environ is None else environ
     key = os.fspath(root.resolve())
     fd = _workspace_claim.get(key)
+    claim = workspace_claim_path(root)
     alone = False
     if fd is None:
         try:
-            fd, alone = _open_claim(workspace_claim_path(root))
+            fd, alone = _open_claim(claim)
         except OSError:
             fd = None  # another user's claim file (or none can be made): assume another server is alive
     oldest = time.time() - 2 * call_timeout_s(env)
@@ -234,7 +230,7 @@ def clean_stale_temps(workspace_root: Path | str, environ: Mapping[str, str] | N
         # Downgrade (or take) the shared claim: later starts see this server as alive.
         if fd is not None:
             if sys.platform != "win32":
-                fd = _hold_shared(workspace_claim_path(root), fd)
+                fd = _hold_shared(claim, fd)
             if not _workspace_claim:
                 atexit.register(release_workspace_claims)
             _workspace_claim[key] = fd
@@ -242,7 +238,8 @@ def clean_stale_temps(workspace_root: Path | str, environ: Mapping[str, str] | N
 
 
 def _names(path: Path, fd: int) -> bool:
-    """Whether ``path`` still names the file open as ``fd`` (a leaving server may have removed it meanwhile)."""
+    """Whether ``path`` still names the file open as ``fd`` (its holder, or a leaving server, may have removed it
+    meanwhile): ``output_lock`` and the workspace claim both ask before trusting a lock they took."""
     held = os.fstat(fd)
     try:
         current = os.lstat(path)

@@ -313,7 +313,10 @@ def test_the_last_server_to_leave_removes_the_workspace_claim_and_no_other(tmp_p
     ws.mkdir()
     temp.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAPSMITH_")} | {"TMPDIR": str(temp)}
-    claims = lambda: sorted(p.name for p in temp.glob("mapsmith-claim-*.lock"))  # noqa: E731
+
+    def claims() -> list[str]:
+        return sorted(p.name for p in temp.glob("mapsmith-claim-*.lock"))
+
     holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(ws)], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "claimed"
