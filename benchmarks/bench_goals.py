@@ -283,6 +283,13 @@ def variants(op: goal_ops.GoalOp, args: argparse.Namespace) -> list[tuple[str, s
     return sorted(out, key=lambda v: v[1].startswith("spark") or v[2] == "sedona")  # stable: the order kept within
 
 
+def folder_output(args: argparse.Namespace, role: str, op: goal_ops.GoalOp) -> bool:
+    """Whether MapSmith is asked for a folder of parts (``output_path`` ending in ``.parquet/``): with the points as
+    a folder (``--partitioned``), as Spark alone writes its output, so that MapSmith on a cluster is not the one
+    variant writing one file by one task. DuckDB and SedonaDB alone write one file, as they do at every size."""
+    return bool(args.partitioned) and role.startswith("mapsmith") and op.output_suffix == ".parquet"
+
+
 def bench_operation(work: Path, points: int, op: goal_ops.GoalOp, args: argparse.Namespace) -> dict[str, Any]:
     runs = args.runs if points < BIG else args.big_runs
     todo = variants(op, args)
@@ -296,7 +303,7 @@ def bench_operation(work: Path, points: int, op: goal_ops.GoalOp, args: argparse
                 "workspace": str(work),
                 "operation": op.name,
                 "output": str(output),
-                "output_name": output.name,
+                "output_name": output.name + ("/" if folder_output(args, role, op) else ""),
                 "stack": stack,
                 "spark_master": args.spark_master if role == "spark_cluster" or stack == "sedona" else args.local,
                 "spark_memory": args.spark_memory,
@@ -440,6 +447,7 @@ def write_results(args: argparse.Namespace, partial_sizes: list[dict[str, Any]])
             "big_from_points": BIG,
             "timeout_seconds": args.timeout,
             "partitioned_points": args.partitioned,
+            "mapsmith_output_folder": args.partitioned,
             "spark_local_master": args.local,
             "spark_cluster_master": args.spark_master,
             "spark_driver_memory": args.spark_memory,

@@ -260,6 +260,14 @@ def goals_section(
         f"{_load(r['load_average_after'])}.",
         "",
     ]
+    if p.get("partitioned_points"):
+        output = (
+            "MapSmith was asked for a folder of parts too (`output_path` ending in `.parquet/`), as Spark alone "
+            "writes one; DuckDB and SedonaDB alone wrote one file each."
+            if p.get("mapsmith_output_folder")
+            else "MapSmith wrote one file, as DuckDB and SedonaDB alone did; Spark alone wrote a folder of parts."
+        )
+        lines += [f"The points were a folder of GeoParquet parts, read as one dataset by every variant. {output}", ""]
     if cap:
         lines += [
             f"Every run was started under a {cap['size']} memory cap ({cap['method']}: {cap['enforces']}). A run the "

@@ -287,6 +287,25 @@ def test_presets_name_the_full_capped_and_cluster_runs() -> None:
     assert cluster.mapsmith_stacks == "sedona"
 
 
+def test_mapsmith_writes_a_folder_of_parts_beside_spark_when_the_points_are_parts() -> None:
+    """With the points as parts (the 100M run) MapSmith is asked for a folder, as Spark alone writes one; with one
+    file in, every variant writes one file. The page says which."""
+    join = goal_ops.OPERATIONS["spatial_join"]
+    parts, single = _args(partitioned=True), _args(partitioned=False)
+    assert bench_goals.folder_output(parts, "mapsmith_api", join)
+    assert not bench_goals.folder_output(parts, "duckdb", join)
+    assert not bench_goals.folder_output(single, "mapsmith_api", join)
+    record = json.loads((BENCHMARKS / "results" / "goals_cluster.json").read_text("utf-8"))
+    record["parameters"]["mapsmith_output_folder"] = False  # as runs before the folder output recorded it
+    page = "\n".join(render_goals.goals_section(record))
+    assert "MapSmith wrote one file" in page and "asked for a folder" not in page
+    record["parameters"]["mapsmith_output_folder"] = True
+    page = "\n".join(render_goals.goals_section(record))
+    assert "MapSmith was asked for a folder of parts too" in page and "MapSmith wrote one file" not in page
+    record["parameters"]["partitioned_points"] = False
+    assert "folder of GeoParquet parts" not in "\n".join(render_goals.goals_section(record))
+
+
 @pytest.mark.parametrize("preset", ["capped", "cluster-100m", "all"])
 def test_the_cluster_presets_refuse_to_run_without_a_cluster(monkeypatch: pytest.MonkeyPatch, preset: str) -> None:
     """Without a master MapSmith's sedona stack would run Spark in local mode under pages that describe the cluster;
