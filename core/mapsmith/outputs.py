@@ -8,7 +8,8 @@ once; when a layer is added to a GeoPackage it covers the whole copy-add-verify-
 (``mapsmith.run_outputs``), so a layer another call added meanwhile is never lost.
 ``check_output_size`` refuses an output over ``MAPSMITH_MAX_OUTPUT_BYTES`` before it is
 renamed. ``clean_stale_temps`` removes, at start, the temporary files a killed run left behind, and claims the
-workspace for the server's life; the last server to leave removes the claim file (``release_workspace_claims``).
+workspace for the server's life; the last server to leave removes the claim file (``release_workspace_claims``),
+and a starting server removes the claim files no server holds, of any workspace (``remove_orphan_claims``).
 
 This module must never follow a symbolic link when it creates a lock file or removes a temporary file,
 never remove a file whose name is not one MapSmith's own temporary names take, and never remove the
@@ -80,6 +81,7 @@ _DATASET_TEMP = re.compile(
 _RECORD_TEMP = re.compile(r"\..+\.provenance\.json\.[a-z0-9_]{8}\.tmp")
 # The claim a running server holds on its workspace (shared); kept open for the process's life.
 _workspace_claim: dict[str, int] = {}
+_CLAIM_NAME = re.compile(r"mapsmith-claim-[0-9a-f]{24}\.lock")
 
 
 def workspace_claim_path(root: Path) -> Path:
@@ -234,7 +236,39 @@ def clean_stale_temps(workspace_root: Path | str, environ: Mapping[str, str] | N
             if not _workspace_claim:
                 atexit.register(release_workspace_claims)
             _workspace_claim[key] = fd
+        remove_orphan_claims(claim.parent)
     return sorted(removed)
+
+
+def remove_orphan_claims(folder: Path) -> list[str]:
+    """Remove the claim files in ``folder`` (the system temporary folder) that no server holds: left by a server
+    that was killed, or by a version that never removed them. Each is removed only with its exclusive lock taken and
+    while its name still leads to it, as the last server to leave removes its own (``release_workspace_claims``); a
+    server starting on that workspace meanwhile opens the name again (``_open_claim``, ``_hold_shared``). Another
+    user's files, and every file on Windows, are left alone. Returns the names removed."""
+    if sys.platform == "win32":
+        return []
+    removed: list[str] = []
+    try:
+        names = [e.name for e in os.scandir(folder) if _CLAIM_NAME.fullmatch(e.name)]
+    except OSError:
+        return removed
+    uid = os.getuid()
+    for name in names:
+        path = folder / name
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue  # gone meanwhile, a link, or not ours to read
+        try:
+            if os.fstat(fd).st_uid == uid and _try_lock(fd) and _names(path, fd):
+                path.unlink()
+                removed.append(name)
+        except OSError:
+            pass  # left for the next start
+        finally:
+            os.close(fd)
+    return removed
 
 
 def _names(path: Path, fd: int) -> bool:

@@ -334,6 +334,41 @@ def test_the_last_server_to_leave_removes_the_workspace_claim_and_no_other(tmp_p
     assert claims() == []
 
 
+def test_a_starting_server_removes_the_claims_no_server_holds_and_keeps_the_held_ones(tmp_path: Path) -> None:
+    """Claims left by killed servers (and by versions that never removed theirs: 849 in this machine's /tmp) are
+    removed by the next server to start, whatever workspace they name; a claim another server holds stays, and so do
+    files that only look like claims."""
+    from mapsmith.outputs import workspace_claim_path
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAPSMITH_")} | {"TMPDIR": str(temp)}
+    served, other = tmp_path / "served", tmp_path / "other"
+    served.mkdir()
+    other.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(other)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "claimed"
+        held = workspace_claim_path(other).name
+        orphans = [f"mapsmith-claim-{n:024x}.lock" for n in (1, 2)]
+        for name in orphans:
+            (temp / name).write_text("")
+        (temp / "mapsmith-claim-notes.txt").write_text("x")  # not a claim's name
+        (temp / f"mapsmith-claim-{3:024x}.lock").symlink_to(temp / "mapsmith-claim-notes.txt")  # never followed
+        before = sorted(p.name for p in temp.iterdir())
+        assert set(orphans) | {held} <= set(before) and len(before) == 5
+        # A server starts on another workspace and leaves: the two orphans go, with its own claim; the rest stays.
+        subprocess.run([sys.executable, "-c", _CLAIM_AND_LEAVE, str(served)], env=env, check=True, timeout=60)
+        after = sorted(p.name for p in temp.iterdir())
+        assert after == sorted({held, "mapsmith-claim-notes.txt", f"mapsmith-claim-{3:024x}.lock"})
+    finally:
+        holder.kill()
+        holder.wait()
+    # The clean twin: the killed holder's claim is an orphan now, and the next start removes it.
+    subprocess.run([sys.executable, "-c", _CLAIM_AND_LEAVE, str(served)], env=env, check=True, timeout=60)
+    assert sorted(p.name for p in temp.iterdir()) == [f"mapsmith-claim-{3:024x}.lock", "mapsmith-claim-notes.txt"]
+
+
 def test_a_claim_whose_file_a_leaving_server_removed_is_taken_again_on_the_new_file(tmp_path: Path) -> None:
     """A starting server that opened the claim just before a leaving one removed it would hold a file no name leads
     to, invisible to the next server, which would then take the workspace for its own and remove a living run's
