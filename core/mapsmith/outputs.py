@@ -261,14 +261,22 @@ def remove_orphan_claims(folder: Path) -> list[str]:
         except OSError:
             continue  # gone meanwhile, a link, or not ours to read
         try:
-            if os.fstat(fd).st_uid == uid and _try_lock(fd) and _names(path, fd):
-                path.unlink()
+            if os.fstat(fd).st_uid == uid and _unlink_unheld(path, fd):
                 removed.append(name)
         except OSError:
             pass  # left for the next start
         finally:
             os.close(fd)
     return removed
+
+
+def _unlink_unheld(path: Path, fd: int) -> bool:
+    """Remove the claim ``path``, open as ``fd``, when no server holds it (its exclusive lock taken) and the name still
+    leads to it; whether it was removed. The one removal rule of the last leaver and of the sweep at start."""
+    if sys.platform == "win32" or not _try_lock(fd) or not _names(path, fd):
+        return False
+    path.unlink()
+    return True
 
 
 def _names(path: Path, fd: int) -> bool:
@@ -312,10 +320,7 @@ def release_workspace_claims() -> None:
     while _workspace_claim:
         key, fd = _workspace_claim.popitem()
         try:
-            if sys.platform != "win32" and _try_lock(fd):
-                path = workspace_claim_path(Path(key))
-                if _names(path, fd):
-                    path.unlink()
+            _unlink_unheld(workspace_claim_path(Path(key)), fd)
         except OSError:
             pass  # the file stays; the next server reuses it
         finally:
