@@ -176,6 +176,18 @@ def spatial_join_spark(ctx: RunContext) -> None:
     join_ops._check_written(ctx, tally, written_rows(ctx.temp_output))
 
 
+# How many points in several polygons one task of the interior test's join takes at most. Measured on 10,000,000 and
+# 30,000,000 points and 10,000 overlapping zones (2,034,849 and 6-7 million points in several), the two-worker cluster
+# (1 core and 1 GiB each), that join's stage, one run per setting, interleaved (/tmp scratch script, Spark's REST API):
+#   tasks                            10M                          30M
+#   the shuffle's 200                22.6, 23.5, 26.3 s           45.8 s
+#   as many as task slots (2)        14.8, 14.9, 17.9 s           39.9 s, 41 MB spilled
+#   at most 1,000,000 points each    20.2 s (3 tasks)             42.6 s (7 tasks), none spilled
+# Two tasks were fastest at 10M, but their share grows with the points and spilled at 30M: a task's points are bounded
+# instead. Whole runs moved within the day's noise (30M: 237.5 s with 200 tasks, 240.6 s with 2, 245.7 s bounded).
+SEVERAL_POINTS_PER_TASK = 1_000_000
+
+
 def _points_in_polygons(
     ctx: RunContext,
     new_fields: list[str],
@@ -239,15 +251,12 @@ def _points_in_polygons(
             if several:
                 # The points in several polygons that lie inside one of them: Sedona's join with ST_Contains over
                 # those points alone (its index, as for the pairs), not a test of each of their pairs.
-                # As few partitions as task slots, not the shuffle's 200. Measured on 10,000,000 points and 10,000
-                # overlapping zones (2,034,849 points in several), the two-worker cluster, three interleaved pairs
-                # (load 1.4-4.1): this join's stage 22.6, 23.5, 26.3 s in 200 tasks -> 14.8, 14.9, 17.9 s in 2; whole
-                # count_in_polygons runs 112.0, 116.3, 135.4 s -> 107.0, 106.2, 128.5 s (/tmp scratch script, Spark's
-                # REST API for the stages). Keeping the grouped points for both this join and the counts above, so that
-                # the grouping ran once, saved nothing more (113.9, 115.2 s): it was left out.
+                # In partitions of at most SEVERAL_POINTS_PER_TASK points (and no fewer than task slots), not in the
+                # shuffle's 200, which on a cluster (local mode sets them to the cores) are mostly tiny tasks.
                 sview = f"mapsmith_s_{suffix}"
+                tasks = max(job.spark.sparkContext.defaultParallelism, -(-several // SEVERAL_POINTS_PER_TASK))
                 per_point.where(several_n).select(F.col("j"), F.expr("ST_GeomFromWKB(w)").alias("g")).coalesce(
-                    job.spark.sparkContext.defaultParallelism
+                    tasks
                 ).createOrReplaceTempView(sview)
                 try:
                     overlapping = int(
