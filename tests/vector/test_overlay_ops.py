@@ -563,7 +563,7 @@ def test_union_groups_in_threads_is_union_all_per_group(threads: int) -> None:
     import shapely
     from shapely.geometry import box
 
-    from mapsmith_opensource.dissolve_ops import union_groups_in_threads
+    from mapsmith_opensource.group_union import union_groups_in_threads
 
     geoms = np.array([box(0, 0, 2, 2), box(5, 5, 6, 6), None, box(1, 1, 3, 3), box(10, 0, 11, 1), box(20, 0, 21, 1)])
     groups = np.array([0, 1, 1, 0, 3, 3])

