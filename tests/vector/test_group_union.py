@@ -164,3 +164,15 @@ def test_dissolve_layer_with_an_overlap_keeps_union_all(app: Any, workspace: Pat
     (whole,) = read(workspace / "all.parquet").geometry
     assert whole.area == 160_950.0
     assert "geometries unioned with shapely.union_all:" in text and "coverage union:" not in text
+
+
+def test_heights_are_kept_by_the_coverage_union() -> None:
+    """The 40 x 40 grid with a height z = x - X0 at every corner (a plane rising 1 m per metre east): the union's
+    boundary keeps each corner's height, from 0 m on the west edge to 400 m on the east."""
+    rings = shapely.get_coordinates(grid(40, 40)).reshape(1_600, 5, 2)
+    squares = shapely.polygons(np.dstack([rings, rings[:, :, 0] - X0]))
+    union, coverage = union_group(squares)
+    assert coverage is True and union.has_z
+    xyz = shapely.get_coordinates(union, include_z=True)
+    assert len(xyz) == 161 and (xyz[:, 2] == xyz[:, 0] - X0).all()
+    assert xyz[:, 2].min() == 0.0 and xyz[:, 2].max() == 400.0
