@@ -114,8 +114,11 @@ def test_union_groups_in_threads_flags_each_group(threads: int) -> None:
     geoms = np.concatenate([a, b, c])
     groups = np.repeat([0, 1, 2], [len(a), len(b), len(c)])
     tally: list[bool] = []
-    out = union_groups_in_threads(geoms, groups, 3, threads, tally=tally)
+    out = union_groups_in_threads(geoms, groups, 3, threads, tally=tally, coverage=True)
     assert tally == [True, False, False]
+    unasked: list[bool] = []
+    plain = union_groups_in_threads(geoms, groups, 3, threads, tally=unasked)
+    assert unasked == [False, False, False] and shapely.to_wkb(plain[0]) == shapely.to_wkb(shapely.union_all(a))
     assert shapely.area(out).tolist() == [160_000.0, 159_950.0, 1_000.0]
     assert (
         group_union.tally_label(tally)
@@ -154,7 +157,7 @@ def test_dissolve_layer_says_which_groups_took_the_coverage_union(app: Any, work
     (whole,) = read(workspace / "all.parquet").geometry
     assert whole.geom_type == "MultiPolygon" and whole.area == 161_000.0
     assert "geometries unioned with GEOS's coverage union for 1 of 1 groups:" in text
-    assert "coverage union: a group of at least 1,000 polygons" in text
+    assert "coverage union: a group of at least 1,000 valid polygons" in text
 
 
 def test_dissolve_layer_with_an_overlap_keeps_union_all(app: Any, workspace: Path) -> None:
@@ -176,3 +179,29 @@ def test_heights_are_kept_by_the_coverage_union() -> None:
     xyz = shapely.get_coordinates(union, include_z=True)
     assert len(xyz) == 161 and (xyz[:, 2] == xyz[:, 0] - X0).all()
     assert xyz[:, 2].min() == 0.0 and xyz[:, 2].max() == 400.0
+
+
+@pytest.mark.parametrize("invalid", [True, False])
+def test_an_invalid_input_geometry_keeps_union_all_for_every_group(app: Any, workspace: Path, invalid: bool) -> None:
+    """Band 'a' is the 40 x 40 grid (a coverage); band 'b' one feature 2 km away: a ring that touches itself at
+    (5, 0), invalid by GEOS and 50 m2 (the triangles either side of the touch), or, in the clean twin, a valid 10 m
+    square of 100 m2. With an invalid geometry anywhere in the layer the coverage union is not tried: the proof
+    assumes valid polygons."""
+    x, y = X0 + 2_000.0, Y0 + 2_000.0
+    if invalid:
+        other = shapely.Polygon([(x, y), (x + 10, y), (x + 10, y + 10), (x + 5, y), (x, y + 10)])
+    else:
+        other = shapely.box(x, y, x + 10.0, y + 10.0)
+    assert other.is_valid is not invalid
+    write_layer(workspace / "parcels.parquet", [*grid(40, 40), other], UTM, band=["a"] * 1_600 + ["b"])
+    text = _notes(app, workspace, {"by_fields": "band", "output_path": "bands.parquet"})
+    bands = read(workspace / "bands.parquet")
+    assert bands["band"].tolist() == ["a", "b"]
+    assert bands.geometry.area.tolist() == [160_000.0, 50.0 if invalid else 100.0]
+    if invalid:
+        assert "geometries unioned with shapely.union_all:" in text and "coverage union:" not in text
+    else:
+        assert (
+            "geometries unioned with GEOS's coverage union for 1 of 2 groups and shapely.union_all for the other 1:"
+            in text
+        )

@@ -98,6 +98,8 @@ def read_input(ctx: RunContext, key: str = "input_path") -> gpd.GeoDataFrame:
 
 
 INVALID_ROWS_SHOWN = 10
+# The check record_input_validity records for each input it counted.
+INPUT_VALID_CHECK = "x-mapsmith:input_geometry_valid"
 
 
 def _report_input_validity(ctx: RunContext, gdf: gpd.GeoDataFrame, key: str) -> None:
@@ -142,7 +144,7 @@ def record_input_validity(
         detail += f" (first feature indices {[n for n, _ in invalid[:5]]}; {', '.join(reasons)})"
     if missing_count:
         detail += f"; {missing_count} empty or missing"
-    ctx.check("x-mapsmith:input_geometry_valid", invalid_count == 0, detail, critical=False, argument=key)
+    ctx.check(INPUT_VALID_CHECK, invalid_count == 0, detail, critical=False, argument=key)
     if invalid_count:
         ctx.warn(
             "INPUT_GEOMETRY_INVALID",

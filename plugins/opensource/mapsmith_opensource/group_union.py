@@ -6,7 +6,8 @@ that do not overlap and whose shared edges have the same vertices. GEOS unions a
 edges (``shapely.coverage_union_all``) instead of overlaying every polygon (``shapely.union_all``), and the shape is
 the same; only the vertex a ring starts from and the rings' order may differ. On an input that is not a coverage
 its answer is undefined, so it is taken only when ``shapely.coverage_is_valid`` has proved the group one (no
-overlaps, edges matched; gaps are allowed, they stay gaps). GeoPandas has this method too
+overlaps, edges matched; gaps are allowed, they stay gaps), and only over an input whose every geometry read as
+valid (dissolve_layer asks read_input's check): the proof assumes valid polygons. GeoPandas has this method too
 (``dissolve(method="coverage")``), but only on the caller's word; the proof and the fallback are written here
 because no library chooses between the two.
 
@@ -32,6 +33,7 @@ shape of any union.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 __all__ = [
@@ -49,15 +51,18 @@ COVERAGE_MIN_MEMBERS = 1_000
 SAMPLE_MEMBERS = 64
 
 
-def union_group(members: Any) -> tuple[Any, bool]:
+def union_group(members: Any, coverage: bool = True) -> tuple[Any, bool]:
     """The union of ``members`` (an object array of shapely geometries, None allowed) and whether it was GEOS's
-    coverage union (True) rather than ``shapely.union_all`` (False)."""
+    coverage union (True) rather than ``shapely.union_all`` (False). ``coverage``: whether the coverage union may be
+    tried at all; the caller must know every member valid (coverage_is_valid judges how valid polygons meet, and
+    the coverage union of an invalid polygon is not union_all's answer)."""
     import numpy as np
     import shapely
 
     members = np.asarray(members, dtype=object)
     present = members[~shapely.is_missing(members)]
-    if len(present) >= COVERAGE_MIN_MEMBERS and _polygonal(present) and not _sample_overlaps(present):
+    tried = coverage and len(present) >= COVERAGE_MIN_MEMBERS
+    if tried and _polygonal(present) and not _sample_overlaps(present):
         if shapely.coverage_is_valid(present):
             return shapely.coverage_union_all(present), True
     return shapely.union_all(members), False
@@ -86,16 +91,21 @@ def _sample_overlaps(geoms: Any) -> bool:
 
 
 def union_groups_in_threads(
-    geoms: Any, groups: Any, count: int, threads: int | None = None, tally: list[bool] | None = None
+    geoms: Any,
+    groups: Any,
+    count: int,
+    threads: int | None = None,
+    tally: list[bool] | None = None,
+    coverage: bool = False,
 ) -> Any:
-    """The union of each group (0 .. count-1) of ``geoms``, in input order within a group, the groups spread over the
-    cores (chunked.map_each; ``threads``: how many; GEOS unions with Python's lock released). Each is
+    """The union of each group (0 .. count-1) of ``geoms``, in input order within a group, the groups spread over
+    the cores (chunked.map_each; ``threads``: how many; GEOS unions with Python's lock released). Each is
     group_union.union_group's: shapely.union_all, the union GeoDataFrame.dissolve makes, to the last bit, or GEOS's
-    coverage union of a group proved a polygon coverage (the same shape); ``tally`` gets one flag per group, True
-    where the coverage union was taken. Measured for issue 22 on benchmarks/scale_data's 100,000 parcels in 46 bands,
-    two cores: the unions alone 2.19 s one after another, 1.13 s in two threads, every geometry equal to the last
-    bit; whole MapSmith runs 2.0-2.5 s against 2.8-3.1 s (four interleaved pairs), the output file byte for byte the
-    same."""
+    coverage union of a group proved a polygon coverage (the same shape), tried only with ``coverage`` (every
+    geometry known valid); ``tally`` gets one flag per group, True where the coverage union was taken. Measured for
+    issue 22 on benchmarks/scale_data's 100,000 parcels in 46 bands, two cores: the unions alone 2.19 s one after
+    another, 1.13 s in two threads, every geometry equal to the last bit; whole MapSmith runs 2.0-2.5 s against
+    2.8-3.1 s (four interleaved pairs), the output file byte for byte the same."""
     import numpy as np
 
     from mapsmith_opensource import chunked
@@ -104,11 +114,11 @@ def union_groups_in_threads(
     order = np.argsort(groups, kind="stable")
     bounds = np.searchsorted(np.asarray(groups)[order], np.arange(count + 1))
     members = [geoms[order[bounds[k] : bounds[k + 1]]] for k in range(count)]
-    found = chunked.map_each(union_group, members, threads)
+    found = chunked.map_each(functools.partial(union_group, coverage=coverage), members, threads)
     out = np.empty(count, dtype=object)
     out[:] = [union for union, _ in found]
     if tally is not None:
-        tally.extend(coverage for _, coverage in found)
+        tally.extend(taken for _, taken in found)
     return out
 
 
@@ -124,7 +134,7 @@ def tally_label(tally: list[bool]) -> str:
 
 
 COVERAGE_NOTE = (
-    "coverage union: a group of at least {members:,} polygons that shapely.coverage_is_valid proved a coverage (no "
-    "overlaps, shared edges with the same vertices) was unioned by shapely.coverage_union_all, which gives the "
-    "shape shapely.union_all gives in about half the time; a ring may start from another of its vertices"
+    "coverage union: a group of at least {members:,} valid polygons that shapely.coverage_is_valid proved a "
+    "coverage (no overlaps, shared edges with the same vertices) was unioned by shapely.coverage_union_all, which "
+    "gives the shape shapely.union_all gives in about half the time; a ring may start from another of its vertices"
 )
