@@ -70,13 +70,12 @@ from mapsmith.run_records import (
     write_failure,
 )
 from mapsmith.run_verify import crs_equal, main_input, verify_and_repair, verify_raster
-from mapsmith.verify import Check, RunWarning
+from mapsmith.verify import INPUT_VALID_CHECK, Check, RunWarning
 
 if TYPE_CHECKING:
     from mapsmith.app import MapSmith
     from mapsmith.workspace import Workspace
 
-_INPUT_VALID = "x-mapsmith:input_geometry_valid"  # the check an engine records while reading an input
 __all__ = [
     "NAME_MAX_BYTES",
     "OUTPUT_NAME_ROOM",
@@ -163,6 +162,12 @@ class RunContext:
         self, name: str, passed: bool, detail: str, *, critical: bool = True, argument: str | None = None
     ) -> None:
         self.checks.append(Check(name, passed, detail, critical, argument))
+
+    def input_valid(self, key: str) -> bool:
+        """Whether the engine counted the geometries of input ``key`` while reading it and found none invalid (False
+        when it recorded no count)."""
+        found = [c.passed for c in self.checks if c.name == INPUT_VALID_CHECK and c.argument == key]
+        return bool(found) and all(found)
 
 
 @dataclass
@@ -325,7 +330,7 @@ def _run_operation(
         _compute(ctx, choice.impl.function, choice.impl.engine, operation)
         if ctx.derived is not None:
             failed = {
-                c.argument: c.detail for c in ctx.checks if c.name == _INPUT_VALID and not c.passed and c.argument
+                c.argument: c.detail for c in ctx.checks if c.name == INPUT_VALID_CHECK and not c.passed and c.argument
             }
             derived_fields.refuse_invalid_source(ctx.derived, operation, failed, ctx.given_paths)
         if not temp.exists():

@@ -17,6 +17,9 @@ from mapsmith.contracts import DatasetArgument, OperationContract
 from mapsmith.errors import CRSError, CRSRequired, GeometryTypeRefused
 from mapsmith.registry import DatasetInfo
 
+# The check an engine records for each input whose geometries it counted while reading (argument: the input slot).
+INPUT_VALID_CHECK = "x-mapsmith:input_geometry_valid"
+
 
 @dataclass
 class Check:

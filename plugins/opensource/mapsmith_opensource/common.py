@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mapsmith.crs import choose_transformer, crs_label, estimate_utm_crs, linear_unit_metres
 from mapsmith.errors import InputError, OutputError
+from mapsmith.verify import INPUT_VALID_CHECK
 from mapsmith_opensource import io
 
 if TYPE_CHECKING:
@@ -98,8 +99,6 @@ def read_input(ctx: RunContext, key: str = "input_path") -> gpd.GeoDataFrame:
 
 
 INVALID_ROWS_SHOWN = 10
-# The check record_input_validity records for each input it counted.
-INPUT_VALID_CHECK = "x-mapsmith:input_geometry_valid"
 
 
 def _report_input_validity(ctx: RunContext, gdf: gpd.GeoDataFrame, key: str) -> None:

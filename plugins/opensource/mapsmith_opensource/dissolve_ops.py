@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from mapsmith.errors import ArgumentError, InputError
 from mapsmith.paging import page
 from mapsmith_opensource import aggregation
-from mapsmith_opensource.common import INPUT_VALID_CHECK, read_input, set_engine, write_output
+from mapsmith_opensource.common import read_input, set_engine, write_output
 from mapsmith_opensource.group_union import COVERAGE_MIN_MEMBERS, COVERAGE_NOTE, tally_label, union_groups_in_threads
 from mapsmith_opensource.layer_common import (
     attribute_rows,
@@ -480,10 +480,8 @@ def dissolve_layer(
     sizes = work.groupby(keys, dropna=False, sort=True).size() if keys else None
     # GeoDataFrame.dissolve's grouping and aggregation (_dissolve_with), its unions spread over the cores
     tally: list[bool] = []
-    # the coverage union only over geometries read_input found valid (its check, recorded for input_path)
-    validity = [c.passed for c in ctx.checks if (c.name, c.argument) == (INPUT_VALID_CHECK, "input_path")]
-    coverage = bool(validity) and all(validity)
-    default = functools.partial(union_groups_in_threads, tally=tally, coverage=coverage)
+    # the coverage union only over geometries read_input found valid
+    default = functools.partial(union_groups_in_threads, tally=tally, coverage=ctx.input_valid("input_path"))
     out = _dissolve_with(work, keys, aggfunc or "first", union_groups or default)
     for output, aggs in paired.items():
         # An engine that lost or split a group breaks the alignment: write nulls, and feature_count_exact

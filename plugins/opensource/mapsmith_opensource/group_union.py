@@ -61,10 +61,14 @@ def union_group(members: Any, coverage: bool = True) -> tuple[Any, bool]:
 
     members = np.asarray(members, dtype=object)
     present = members[~shapely.is_missing(members)]
-    tried = coverage and len(present) >= COVERAGE_MIN_MEMBERS
-    if tried and _polygonal(present) and not _sample_overlaps(present):
-        if shapely.coverage_is_valid(present):
-            return shapely.coverage_union_all(present), True
+    if (
+        coverage
+        and len(present) >= COVERAGE_MIN_MEMBERS
+        and _polygonal(present)
+        and not _sample_overlaps(present)
+        and shapely.coverage_is_valid(present)
+    ):
+        return shapely.coverage_union_all(present), True
     return shapely.union_all(members), False
 
 
@@ -73,7 +77,8 @@ def _polygonal(geoms: Any) -> bool:
     import shapely
 
     kinds = shapely.get_type_id(geoms)
-    return bool(np.isin(kinds, (3, 6)).all() and not shapely.is_empty(geoms).any())
+    areal = np.isin(kinds, (shapely.GeometryType.POLYGON, shapely.GeometryType.MULTIPOLYGON))
+    return bool(areal.all() and not shapely.is_empty(geoms).any())
 
 
 def _sample_overlaps(geoms: Any) -> bool:

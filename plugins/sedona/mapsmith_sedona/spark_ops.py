@@ -35,6 +35,7 @@ functions that run a job.
 from __future__ import annotations
 
 import importlib
+import math
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -254,7 +255,7 @@ def _points_in_polygons(
                 # In partitions of at most SEVERAL_POINTS_PER_TASK points (and no fewer than task slots), not in the
                 # shuffle's 200, which on a cluster (local mode sets them to the cores) are mostly tiny tasks.
                 sview = f"mapsmith_s_{suffix}"
-                tasks = max(job.spark.sparkContext.defaultParallelism, -(-several // SEVERAL_POINTS_PER_TASK))
+                tasks = max(job.spark.sparkContext.defaultParallelism, math.ceil(several / SEVERAL_POINTS_PER_TASK))
                 per_point.where(several_n).select(F.col("j"), F.expr("ST_GeomFromWKB(w)").alias("g")).coalesce(
                     tasks
                 ).createOrReplaceTempView(sview)
