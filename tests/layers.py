@@ -42,3 +42,11 @@ def drop_bbox(path: Path, compression: str = "snappy") -> Path:
     metadata = {**table.schema.metadata, b"geo": json.dumps(geo).encode()}
     pq.write_table(table.replace_schema_metadata(metadata), path, compression=compression)
     return path
+
+
+DUCKDB_LIMIT_NOTE = "DuckDB's memory limit: "
+
+
+def shared_notes(manifest_: dict[str, Any]) -> list[str]:
+    """A manifest's notes but the one a DuckDB engine adds about its memory limit (other engines have none)."""
+    return [n for n in manifest_.get("notes") or [] if not n.startswith(DUCKDB_LIMIT_NOTE)]

@@ -175,7 +175,8 @@ ENGINE_MESSAGE_CODES: dict[tuple[str, str], str] = {
 }
 ENGINE_ERROR_HINTS: dict[str, str] = {
     "ENGINE_OUT_OF_MEMORY": "the engine ran out of memory: work on a smaller extent (clip_layer, select_features) "
-    "or fewer features, or raise the memory limit (SedonaDB's: MAPSMITH_SEDONADB_MEMORY)",
+    "or fewer features, or raise the memory limit (SedonaDB's: MAPSMITH_SEDONADB_MEMORY; DuckDB's engines': "
+    "MAPSMITH_DUCKDB_ENGINE_MEMORY)",
     "ENGINE_FILE_MISSING": "a file the engine needed was not there when it ran (moved or deleted meanwhile); "
     "check the paths (describe_dataset) and run again",
     "ENGINE_PATH_IS_DIRECTORY": "a path the engine wrote or read is a folder; write to a file path inside the "

@@ -196,3 +196,99 @@ def test_only_sedonadbs_resources_exhausted_is_out_of_memory() -> None:
     )
     assert engine_error_code(SedonaError("Invalid or Unsupported Configuration: Invalid size")) == "ENGINE_FAILED"
     assert engine_error_code(ValueError("Resources exhausted: not SedonaDB's")) == "ENGINE_FAILED"
+
+
+# -- DuckDB's engines under a limit ----------------------------------------------------------------
+#
+# The same grid and squares, joined (spatial_join, inner, on DuckDB): each point once per square it meets, in input
+# row order and then join row order -- 20,000 rows for A and 20,000 for B, 40,000 in all; the 10,000 points with
+# 50 < x < 100 come twice, A's row before B's.
+
+
+@pytest.fixture
+def duckdb_limit_restored() -> Iterator[None]:
+    """The process's DuckDB engine databases take each run's limit; afterwards they get the process's own back."""
+    import os
+
+    from mapsmith_opensource import duckdb_spatial
+
+    yield
+    duckdb_spatial.apply_engine_limit(os.environ)
+
+
+def _join(make_app: Callable[..., Any], out: str, **env: str) -> Any:
+    app = make_app(MAPSMITH_ENGINE="duckdb", **env)
+    return app.run(
+        "spatial_join",
+        {"input_path": "points.parquet", "join_path": "zones.parquet", "how": "inner", "output_path": out},
+    )
+
+
+def test_duckdbs_default_is_half_the_process_memory_at_most_one_gib(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mapsmith_opensource import duckdb_spatial
+
+    var = "MAPSMITH_DUCKDB_ENGINE_MEMORY"
+    monkeypatch.setattr(engine_memory, "process_memory", lambda: (8 * GIB, "its memory cgroup's 8.0 GiB limit"))
+    big = duckdb_spatial.engine_memory_limit({})
+    assert big == engine_memory.Limit(
+        GIB,
+        f"1.0 GiB, less than 50% of its memory cgroup's 8.0 GiB limit ({var} overrides); beyond it DuckDB spills to "
+        "disk",
+    )
+    monkeypatch.setattr(engine_memory, "process_memory", lambda: (GIB, "the machine's 1.0 GiB"))
+    assert duckdb_spatial.engine_memory_limit({}).bytes == GIB // 2
+    monkeypatch.setattr(engine_memory, "process_memory", lambda: (None, "nothing"))
+    assert duckdb_spatial.engine_memory_limit({}).bytes == GIB
+    assert duckdb_spatial.engine_memory_limit({var: "3GB"}).bytes == 3 * GIB
+    assert duckdb_spatial.engine_memory_limit({var: "unlimited"}).bytes is None
+
+
+@pytest.mark.usefixtures("duckdb_limit_restored")
+def test_duckdb_under_a_limit_gives_the_hand_rows_and_says_its_limit(
+    make_app: Callable[..., Any], workspace: Path
+) -> None:
+    import tempfile
+
+    from mapsmith_opensource.join_ops.spatial_join_duckdb import duckdb_database
+
+    _write_grid(workspace)
+    result = _join(make_app, "joined.parquet", MAPSMITH_DUCKDB_ENGINE_MEMORY="16MiB")
+    assert result.engine["name"] == "duckdb"
+    out = read(workspace / "joined.parquet")
+    assert len(out) == 40000
+    assert out["zid"].value_counts().to_dict() == {"A": 20000, "B": 20000}
+    xs = out.geometry.x.to_numpy() - X0
+    twice = (xs > 50) & (xs < 100)
+    assert int(twice.sum()) == 20000  # 10,000 points, two rows each
+    assert out["zid"].to_numpy()[twice][:4].tolist() == ["A", "B", "A", "B"]
+    notes = [n for n in manifest(workspace / "joined.parquet")["notes"] if n.startswith("DuckDB's memory")]
+    assert notes == [
+        "DuckDB's memory limit: 16 MiB (MAPSMITH_DUCKDB_ENGINE_MEMORY=16MiB); beyond it DuckDB spills to disk"
+    ]
+    with duckdb_database().cursor() as con:
+        limit, spill = con.execute(
+            "SELECT current_setting('memory_limit'), current_setting('temp_directory')"
+        ).fetchone()
+    assert limit == "16.0 MiB"
+    # its own folder in the system's temporary directory, not DuckDB's default ".tmp" in the working directory
+    assert Path(spill).parent == Path(tempfile.gettempdir()) and Path(spill).name.startswith("mapsmith-duckdb-spill-")
+
+
+@pytest.mark.usefixtures("duckdb_limit_restored")
+def test_duckdb_with_too_little_memory_refuses_as_out_of_memory(make_app: Callable[..., Any], workspace: Path) -> None:
+    _write_grid(workspace)
+    with pytest.raises(MapSmithError) as caught:
+        _join(make_app, "tight.parquet", MAPSMITH_DUCKDB_ENGINE_MEMORY="1MiB")
+    assert caught.value.code == "ENGINE_OUT_OF_MEMORY"
+    assert "MAPSMITH_DUCKDB_ENGINE_MEMORY" in (caught.value.hint or "")
+    assert not (workspace / "tight.parquet").exists()
+
+
+@pytest.mark.usefixtures("duckdb_limit_restored")
+def test_duckdb_refuses_a_memory_setting_that_is_not_a_size(make_app: Callable[..., Any], workspace: Path) -> None:
+    _write_grid(workspace)
+    with pytest.raises(MapSmithError) as caught:
+        _join(make_app, "bad.parquet", MAPSMITH_DUCKDB_ENGINE_MEMORY="plenty")
+    assert caught.value.code == "ENGINE_MEMORY_INVALID"
+    assert caught.value.evidence == {"variable": "MAPSMITH_DUCKDB_ENGINE_MEMORY", "value": "plenty"}
+    assert not (workspace / "bad.parquet").exists()

@@ -124,8 +124,10 @@ def test_the_plan_binds_the_workspace_read_write_at_its_own_path_and_nothing_of_
     plan = build_plan({}, workspace, tmp_path, ["/bin/true"])
     argv = plan.argv
     ws = str(workspace.resolve())
-    i = argv.index("--bind")
-    assert argv[i : i + 3] == ["--bind", ws, ws] and plan.read_write == [ws]
+    binds = [argv[i + 1 : i + 3] for i, a in enumerate(argv) if a == "--bind"]
+    # the temporary folder on the host's disk, in the identity folder; then the workspace, last
+    assert binds == [[str(tmp_path / "spill"), "/tmp/spill"], [ws, ws]] and plan.read_write == ["/tmp/spill", ws]
+    assert plan.environment["TMPDIR"] == "/tmp/spill" and (tmp_path / "spill").is_dir()
     for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--clearenv"):
         assert flag in argv
     assert "--share-net" not in argv

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from shapely.geometry import LineString, Point, box
 
-from layers import manifest, read, write_layer
+from layers import DUCKDB_LIMIT_NOTE, manifest, read, shared_notes, write_layer
 from mapsmith.errors import ArgumentError, InputError
 
 X0, Y0 = 500_000, 5_000_000
@@ -331,8 +331,11 @@ def test_both_engines_write_the_same_rows_and_record_the_same_run(
     records = {engine: manifest(workspace / f"{engine}.parquet") for engine in apps}
     for record in records.values():
         record["parameters"].pop("x-mapsmith:engine_seconds")
-    for key in ("parameters", "crs_decisions", "notes", "verification"):
+    for key in ("parameters", "crs_decisions", "verification"):
         assert records["duckdb"].get(key) == records["geopandas"].get(key), key
+    # the same notes, and the DuckDB engine's memory limit besides
+    assert shared_notes(records["duckdb"]) == shared_notes(records["geopandas"]) == records["geopandas"]["notes"]
+    assert [n.startswith(DUCKDB_LIMIT_NOTE) for n in records["duckdb"]["notes"]].count(True) == 1
 
 
 def test_duckdb_is_preferred_but_passed_over_for_geopackage_and_below_its_row_threshold(

@@ -4,7 +4,8 @@ The sandbox's filesystem view is the workspace (read-write, at the same absolute
 labels are identical inside and out), the read-only software the worker runs (this Python's prefix and
 base prefix, every ``sys.path`` entry, ``/usr``, ``/lib*``, ``/bin``, ``/sbin``), a handful of ``/etc``
 files the loader, fonts, Java and time zones need, a synthesized one-line ``passwd``/``group``, a private
-``/tmp``, a fresh ``/proc`` and a minimal ``/dev``. No network namespace is shared (loopback only), the
+``/tmp`` (memory) with the worker's ``TMPDIR`` in it bound to a private folder on the host's disk (``SANDBOX_TMPDIR``),
+a fresh ``/proc`` and a minimal ``/dev``. No network namespace is shared (loopback only), the
 home directory is not mounted, and the environment is cleared and rebuilt from an allow-list.
 
 This module must never put ``MAPSMITH_HTTP_TOKEN`` (or any variable outside the allow-list) into the
@@ -69,6 +70,10 @@ ETC_ENTRIES = (
 # Only for the worker that fetches (mapsmith.fetch): name resolution and the TLS trust store.
 NETWORK_ETC_ENTRIES = ("/etc/resolv.conf", "/etc/host.conf", "/etc/gai.conf", "/etc/ssl", "/etc/ca-certificates")
 SANDBOX_HOME = "/tmp/home"
+# The worker's temporary folder (TMPDIR): a private folder on the host's disk (in the server's identity folder for
+# the worker, removed with it), not the private /tmp, which is memory: an engine that spills to disk beyond its
+# memory limit (DuckDB, SedonaDB) would otherwise hold in memory what it spilled to free it.
+SANDBOX_TMPDIR = "/tmp/spill"
 SANDBOX_HOSTNAME = "mapsmith-sandbox"
 
 
@@ -297,12 +302,16 @@ def build_plan(
                 argv += ["--ro-bind", str(resolved), str(resolved)]
                 read_only.append(str(resolved))
         env[variable] = ",".join(str(f.resolve()) for f in files)
+    spill = identity_dir / "spill"
+    spill.mkdir(mode=0o700, exist_ok=True)
+    argv += ["--bind", str(spill), SANDBOX_TMPDIR]
+    env["TMPDIR"] = SANDBOX_TMPDIR
     # Last: the workspace wins over any read-only tree it sits inside.
     argv += ["--bind", str(workspace), str(workspace), "--chdir", str(workspace)]
     for k, v in sorted(env.items()):
         argv += ["--setenv", k, v]
     argv += ["--", *command]
-    return SandboxPlan(argv, env, read_only, [str(workspace)])
+    return SandboxPlan(argv, env, read_only, [SANDBOX_TMPDIR, str(workspace)])
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ aggregates and sorts to disk. Measured for issue 22 (count_in_polygons through M
 points in 10,000 overlapping zones, whose GROUPING SETS aggregate has a group per point): under an 8 GiB
 cgroup cap the process was killed at the cap after 169 s with no limit; with a 4 GiB limit it finished in
 106 s at a peak RSS of 4.4 GiB. Hence half of what the process may use, leaving the other half to the
-Python side and to what the engine does not account for.
+Python side and to what the engine does not account for. DuckDB's file-to-file engines take the same share with a
+cap of 1 GiB (``engine_limit``'s ``cap``; the measurements are in duckdb_spatial.engine_connect).
 
 Written by hand because no dependency reads a cgroup's limit: psutil (not a dependency) reports the
 machine's memory only, and the limit is a file named by ``/proc/self/cgroup`` (v1: ``memory.limit_in_bytes``
@@ -98,10 +99,12 @@ def parse_size(raw: str) -> int | None:
     return int(float(match.group(1)) * _UNITS[match.group(2)[0].lower()])
 
 
-def engine_limit(environ: Mapping[str, str], variable: str, share: float, engine: str) -> Limit:
+def engine_limit(environ: Mapping[str, str], variable: str, share: float, engine: str, cap: int | None = None) -> Limit:
     """``variable``'s size (``4GB``, ``512MiB``) or ``unlimited`` when the operator set it, else ``share`` of
-    process_memory(); no limit when neither can be had. A setting that is neither stops the run."""
+    process_memory(), or ``cap`` bytes when that is less (``cap`` alone when the process's memory is unknown); no
+    limit when none of these can be had. A setting that is neither stops the run."""
     raw = (environ.get(variable) or "").strip()
+    default = f"{share:.0%} of the memory this process may use" + (f", at most {gib(cap)}" if cap else "")
     if raw.lower() == UNLIMITED:
         return Limit(None, f"none ({variable}={raw})")
     if raw:
@@ -112,13 +115,16 @@ def engine_limit(environ: Mapping[str, str], variable: str, share: float, engine
                 code="ENGINE_MEMORY_INVALID",
                 evidence={"variable": variable, "value": raw},
                 hint=f"set {variable} to a positive size with a unit, such as 4GB or 512MiB, or to {UNLIMITED}, "
-                f"or unset it (default: {share:.0%} of the memory this process may use)",
+                f"or unset it (default: {default})",
             )
         return Limit(size, f"{gib(size)} ({variable}={raw}); beyond it {engine} spills to disk")
+    spills = f"({variable} overrides); beyond it {engine} spills to disk"
     total, source = process_memory()
     if total is None:
+        if cap is not None:
+            return Limit(cap, f"{gib(cap)}, the memory this process may use being unknown ({source}) {spills}")
         return Limit(None, f"none: the memory this process may use is unknown ({source})")
     size = int(total * share)
-    return Limit(
-        size, f"{gib(size)}, {share:.0%} of {source} ({variable} overrides); beyond it {engine} spills to disk"
-    )
+    if cap is not None and cap < size:
+        return Limit(cap, f"{gib(cap)}, less than {share:.0%} of {source} {spills}")
+    return Limit(size, f"{gib(size)}, {share:.0%} of {source} {spills}")

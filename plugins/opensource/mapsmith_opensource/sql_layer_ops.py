@@ -46,7 +46,6 @@ from mapsmith_opensource.common import align_to, engine_versions, read_input
 from mapsmith_opensource.join_ops.spatial_join_duckdb import (
     DUCKDB_PREFERENCE,
     _declare_geoparquet,
-    _duckdb_versions,
     _first_invalid,
     _GeoParquet,
     _geoparquet,
@@ -55,6 +54,7 @@ from mapsmith_opensource.join_ops.spatial_join_duckdb import (
     _scan,
     _text,
     duckdb_database,
+    set_duckdb_engine,
 )
 from mapsmith_opensource.registration import Registration
 
@@ -222,9 +222,11 @@ def _layer_problem(ctx: RunContext, operation: str, min_rows: int) -> tuple[str 
 def one_thread_database() -> Any:
     """A DuckDB database of this process with one thread: for buffer_duckdb's large COPYs, and for every folder of
     parts these engines write (``copy_out``)."""
+    import os
+
     from mapsmith_opensource import duckdb_spatial
 
-    database = duckdb_spatial.connect()
+    database = duckdb_spatial.engine_connect(os.environ)
     database.execute("SET threads = 1")
     return database
 
@@ -258,8 +260,7 @@ def copy_out(ctx: RunContext, con: Any, select: str, layer: _GeoParquet, tables:
 
 
 def _set_engine(ctx: RunContext) -> None:
-    versions = _duckdb_versions()
-    ctx.set_engine(ENGINE, versions["duckdb"], **{"duckdb-spatial": versions["duckdb-spatial"]})
+    set_duckdb_engine(ctx, ENGINE)
 
 
 def _inspect_input(con: Any, layer: _GeoParquet) -> tuple[Any, list[tuple[int, str]]]:

@@ -62,10 +62,9 @@ def eligible(ctx: RunContext) -> str | None:
 
 def _set_engine(ctx: RunContext) -> None:
     from mapsmith_opensource.common import engine_versions
-    from mapsmith_opensource.join_ops.spatial_join_duckdb import _duckdb_versions
+    from mapsmith_opensource.join_ops.spatial_join_duckdb import set_duckdb_engine
 
-    versions = _duckdb_versions()
-    ctx.set_engine(ENGINE, versions["duckdb"], **{"duckdb-spatial": versions["duckdb-spatial"]})
+    set_duckdb_engine(ctx, ENGINE)
     ctx.engine_components.update(engine_versions())  # the GeoPandas stack reads, checks and writes the polygons
 
 

@@ -286,10 +286,13 @@ def duckdb_join_eligible(ctx: RunContext) -> str | None:
 def duckdb_database() -> Any:
     """One DuckDB database per process with spatial loaded (loading the 80 MB extension takes 0.2-0.3 s);
     each run works on a cursor of its own, with its own temporary tables. A long-running server pays
-    the load once, on its first DuckDB join."""
+    the load once, on its first DuckDB join. Its memory is limited and it spills to a private folder
+    (duckdb_spatial.engine_connect)."""
+    import os
+
     from mapsmith_opensource import duckdb_spatial
 
-    return duckdb_spatial.connect()
+    return duckdb_spatial.engine_connect(os.environ)
 
 
 @cache
@@ -301,6 +304,16 @@ def _duckdb_versions() -> dict[str, str]:
             "SELECT extension_version FROM duckdb_extensions() WHERE extension_name = 'spatial'"
         ).fetchone()
     return {"duckdb": duckdb.__version__, "duckdb-spatial": str(row[0]) if row else "unknown"}
+
+
+def set_duckdb_engine(ctx: RunContext, name: str = "duckdb") -> None:
+    """A DuckDB engine's record for the run (DuckDB's and spatial's versions) and the memory limit its databases
+    work under for it (duckdb_spatial.apply_engine_limit), said in the manifest's notes."""
+    from mapsmith_opensource import duckdb_spatial
+
+    versions = _duckdb_versions()
+    ctx.set_engine(name, versions["duckdb"], **{"duckdb-spatial": versions["duckdb-spatial"]})
+    ctx.notes.append(f"DuckDB's memory limit: {duckdb_spatial.apply_engine_limit(ctx.environ).how}")
 
 
 def _name(value: str) -> str:
@@ -461,8 +474,7 @@ def spatial_join_duckdb(ctx: RunContext) -> None:
 
     from mapsmith.runner import OutputStats
 
-    versions = _duckdb_versions()
-    ctx.set_engine("duckdb", versions["duckdb"], **{"duckdb-spatial": versions["duckdb-spatial"]})
+    set_duckdb_engine(ctx)
     how, predicate = ctx.arguments["how"], ctx.arguments["predicate"]
     layers, _ = layers_problem(ctx)
     left, join = layers["input_path"], layers["join_path"]
