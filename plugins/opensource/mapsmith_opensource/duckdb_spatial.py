@@ -87,13 +87,15 @@ def engine_connect(environ: Mapping[str, str]) -> Any:
 
     Why a limit of 1 GiB by default: without one DuckDB keeps what it sorts, joins and aggregates in memory up to
     80% of the machine's, and a server runs several calls at once. Measured for issue 22 (whole
-    ``MapSmith(env).run`` calls, one fresh process each, interleaved, load average 1.6-2.2; /tmp scratch scripts,
+    ``MapSmith(env).run`` calls, one fresh process each, interleaved, load average 1.6-6.6; /tmp scratch scripts,
     not in the repo), none / 1 GiB / 512 MiB, seconds and peak RSS:
     spatial_join of 10,000,000 points x 10,000 zones 15.7, 16.5 s, 2.12 GiB / 17.1, 19.5 s, 1.37 GiB / 20.3,
-    17.8 s, 0.93 GiB; at 30,000,000 points 47.4 s, 5.75 GiB / 53.6 s, 1.49 GiB / 51.7 s, 0.95 GiB;
+    17.8 s, 0.91-0.95 GiB; at 30,000,000 points 47.4 s, 5.75 GiB / 53.6 s, 1.49 GiB / 51.7 s, 0.95 GiB;
     count_in_polygons on DuckDB, 10,000,000 points 18.1 s, 2.06 GiB / 20.3 s, 1.26 GiB / 17.8 s, 0.81 GiB;
-    reproject_layer, 10,000,000 points 6.0, 6.2 s, 1.02 GiB / 7.0, 5.8 s, 0.75 GiB / 8.7, 8.5 s, 0.70 GiB. 512 MiB
-    made the streaming reprojection 40% slower; 1 GiB cost the join about 10% and took three quarters of its memory
+    reproject_layer, 10,000,000 points 6.0, 6.2 s, 1.00-1.02 GiB / 7.0, 5.8 s, 0.72-0.77 GiB / 8.7, 8.5 s,
+    0.65-0.80 GiB. 512 MiB made the streaming reprojection 40% slower. With this code, spatial_join at 10,000,000
+    points, three runs each: 21.5, 20.8, 20.8 s and 1.43-1.49 GiB by default against 19.8, 19.6, 20.8 s and
+    2.06-2.12 GiB unlimited (load 2.1-6.0): the limit costs the join 5-13% and took three quarters of its memory
     away at 30,000,000 points."""
     import atexit
 
