@@ -1,4 +1,4 @@
-"""An engine's memory limit (mapsmith_opensource.engine_memory) and SedonaDB running under it.
+"""An engine's memory limit (mapsmith_opensource.engine_memory), and SedonaDB and DuckDB's engines running under it.
 
 The cgroup files are written by hand in a temporary folder laid out as /sys/fs/cgroup is: the limit a process
 has is the smallest over its group and the group's ancestors (v1 ``memory.limit_in_bytes``, v2
@@ -275,20 +275,19 @@ def test_duckdb_under_a_limit_gives_the_hand_rows_and_says_its_limit(
 
 
 @pytest.mark.usefixtures("duckdb_limit_restored")
-def test_duckdb_with_too_little_memory_refuses_as_out_of_memory(make_app: Callable[..., Any], workspace: Path) -> None:
+@pytest.mark.parametrize(
+    ("setting", "code"),
+    [("1MiB", "ENGINE_OUT_OF_MEMORY"), ("plenty", "ENGINE_MEMORY_INVALID")],
+    ids=["too-little-to-work-within", "not-a-size"],
+)
+def test_duckdb_refuses_too_little_memory_and_a_setting_that_is_not_a_size(
+    make_app: Callable[..., Any], workspace: Path, setting: str, code: str
+) -> None:
     _write_grid(workspace)
     with pytest.raises(MapSmithError) as caught:
-        _join(make_app, "tight.parquet", MAPSMITH_DUCKDB_ENGINE_MEMORY="1MiB")
-    assert caught.value.code == "ENGINE_OUT_OF_MEMORY"
-    assert "MAPSMITH_DUCKDB_ENGINE_MEMORY" in (caught.value.hint or "")
-    assert not (workspace / "tight.parquet").exists()
-
-
-@pytest.mark.usefixtures("duckdb_limit_restored")
-def test_duckdb_refuses_a_memory_setting_that_is_not_a_size(make_app: Callable[..., Any], workspace: Path) -> None:
-    _write_grid(workspace)
-    with pytest.raises(MapSmithError) as caught:
-        _join(make_app, "bad.parquet", MAPSMITH_DUCKDB_ENGINE_MEMORY="plenty")
-    assert caught.value.code == "ENGINE_MEMORY_INVALID"
-    assert caught.value.evidence == {"variable": "MAPSMITH_DUCKDB_ENGINE_MEMORY", "value": "plenty"}
-    assert not (workspace / "bad.parquet").exists()
+        _join(make_app, "refused.parquet", MAPSMITH_DUCKDB_ENGINE_MEMORY=setting)
+    assert caught.value.code == code
+    assert "MAPSMITH_DUCKDB_ENGINE_MEMORY" in (caught.value.hint or "")  # the fix names the setting
+    if code == "ENGINE_MEMORY_INVALID":
+        assert caught.value.evidence == {"variable": "MAPSMITH_DUCKDB_ENGINE_MEMORY", "value": "plenty"}
+    assert not (workspace / "refused.parquet").exists()
