@@ -59,6 +59,7 @@ from mapsmith_sedona.spark_parts import first_part
 if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
+JOIN_ROW = "__mapsmith_join_row"  # the join row's order key, carried beside the input row's through Sedona's join
 PREDICATES = {
     "intersects": "ST_Intersects",
     "within": "ST_Within",
@@ -105,12 +106,19 @@ def validate_spatial_join(ctx: RunContext) -> None:
 
 
 def spatial_join_spark(ctx: RunContext) -> None:
-    """The pairs (row numbers only) are found once and kept; the input rows are joined back onto them by row
-    number and the output written in order by one task. Measured for issue 22 on 10,000,000 points and 10,000
-    zones (how='inner', Spark local mode on 2 cores, one run each, /tmp scratch script): this path 87.1 s; the
-    pairs carrying every output column from Sedona's join and kept (so no join back) 103.0 s, building that cache
-    doubling the join's stage (23.7 -> 46.5 s); carried and not kept, written range-partitioned by the tasks then
-    copied into one file, 121.6 s, the range partitioner's sampling running the join once more. Kept as it is."""
+    """Sedona's join carries every output column (the input row's, the join row's attributes) and is kept once;
+    the counts are taken from what was kept and the rows written in order from it; how='left' adds the input rows
+    with no match (an anti join on the order key). Measured for issue 22 on 10,000,000 points in 10 parts and 10,000
+    zones (how='inner', a folder of parts out, the two-worker cluster of 1 core and 1 GiB each; /tmp scratch
+    scripts, load 2.2-3.1): whole MapSmith runs, a fresh process's first run then a second, old and new interleaved,
+    132.8, 138.3 s and 87.9, 100.5 s with the path before it -- only the pairs' row numbers kept, the input rows
+    joined back onto them by row number, whose shuffle of every input row and whose range partitioner's sampling
+    (running that join back a second time) cost about 30 s -- against 116.6, 134.6 s and 80.5, 87.3 s now; keeping
+    the carried rows makes Sedona's join stage 42-54 s instead of 29-36 s. The zones' attributes carried through
+    the join, rather than joined on by a broadcast afterwards, measured the same (one session, 59.1, 75.2 s against
+    67.2, 65.2 s). In local mode an earlier measurement had carrying the columns and keeping them cost more than
+    the join back (103.0 s against 87.1 s)."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from mapsmith.crs import linear_unit_metres, parse_crs
@@ -133,31 +141,34 @@ def spatial_join_spark(ctx: RunContext) -> None:
         condition = f"{PREDICATES[predicate]}(l.`{lgeom}`, r.`{rgeom}`)"
         join_ops._record_topological(ctx, crs, "join_path", f"the predicate '{predicate}' was evaluated")
     job.progress(0.3, f"finding pairs with Sedona's spatial join ({predicate})")
+    renamed = join_ops._rename_clashes([*lfields, lgeom], rfields, join_ops.JOIN_SUFFIX)
+    right_names = [renamed.get(f, f) for f in rfields]
     suffix = uuid.uuid4().hex[:8]
     lview, rview = f"mapsmith_l_{suffix}", f"mapsmith_r_{suffix}"
     left.createOrReplaceTempView(lview)
     right.createOrReplaceTempView(rview)
     try:
-        pairs = job.spark.sql(
-            f"SELECT l.{ROW} AS i, r.{ROW} AS j FROM {lview} l JOIN {rview} r ON {condition}"
-        ).persist()
+        carried_columns = ", ".join(
+            [f"r.{ROW} AS {JOIN_ROW}", *[f"r.`{f}` AS `{n}`" for f, n in zip(rfields, right_names, strict=True)]]
+        )
+        pairs = job.spark.sql(f"SELECT l.*, {carried_columns} FROM {lview} l JOIN {rview} r ON {condition}").persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
         try:
             tally_row = pairs.agg(
                 F.count(F.lit(1)).alias("pairs"),
-                F.countDistinct("i").alias("left"),
-                F.countDistinct("j").alias("right"),
+                F.countDistinct(ROW).alias("left"),
+                F.countDistinct(JOIN_ROW).alias("right"),
             ).collect()[0]
-            renamed = join_ops._rename_clashes([*lfields, lgeom], rfields, join_ops.JOIN_SUFFIX)
-            extra = right.select(F.col(ROW).alias("__j"), *[F.col(f"`{f}`").alias(renamed.get(f, f)) for f in rfields])
-            extra = fields_as_long(extra, [renamed.get(f, f) for f in rfields])
-            how = ctx.arguments["how"]
-            joined = left.join(pairs, left[ROW] == pairs["i"], "left" if how == "left" else "inner")
-            joined = joined.join(extra, joined["j"] == extra["__j"], "left")
-            out = joined.select(
+            rows = pairs
+            if ctx.arguments["how"] == "left":  # the input rows with no match, once each, their join fields empty
+                rows = rows.unionByName(left.join(pairs.select(ROW), ROW, "left_anti"), allowMissingColumns=True)
+            rows = fields_as_long(rows, right_names)
+            out = rows.select(
                 *[F.col(f"`{c}`") for c in left.columns if c != ROW],
-                *[F.col(f"`{renamed.get(f, f)}`") for f in rfields],
+                *[F.col(f"`{n}`") for n in right_names],
                 F.col(ROW).alias("__o1"),
-                F.col("j").alias("__o2"),
+                F.col(JOIN_ROW).alias("__o2"),
             )
             job.progress(0.6, "writing GeoParquet")
             write_geoparquet(job, out, ["__o1", "__o2"], ctx.inputs["input_path"].crs_wkt)
