@@ -117,8 +117,9 @@ def spatial_join_spark(ctx: RunContext) -> None:
     the carried rows makes Sedona's join stage 42-54 s instead of 29-36 s. The zones' attributes carried through
     the join, rather than joined on by a broadcast afterwards, measured the same (one session, 59.1, 75.2 s against
     67.2, 65.2 s). At 100,000,000 points (bench_goals.py --preset cluster-100m) the work took 865.0 s, 892.6 s before
-    (separate runs). Local mode was not re-measured: there an earlier measurement had carrying the columns and keeping
-    them cost more than the join back (103.0 s against 87.1 s)."""
+    (separate runs). In local mode (local[2], the same data, a fresh process's first run, interleaved, load 0.3-1.9):
+    84.4, 81.8 s before, 80.3, 72.8 s now; an earlier measurement there, with one output file, had carrying the
+    columns and keeping them cost more than the join back (103.0 s against 87.1 s)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
