@@ -50,8 +50,7 @@ def tests(session: nox.Session) -> None:
     # ... and the map panel's headless-Chromium tests in the browser session.
     ignored = [
         "--ignore-glob=tests/stacks/test_qgis_*.py",
-        "--ignore=tests/stacks/test_spark_sedona.py",
-        "--ignore-glob=tests/stacks/test_spark_cluster*.py",
+        "--ignore-glob=tests/stacks/test_spark_*.py",
         "--ignore=tests/vector/test_dissolve_weighted_spark.py",
         "--ignore-glob=tests/mapview/test_browser*.py",
         # ... and the npm MCP clients and the install tests in the clients session.
@@ -99,7 +98,11 @@ def spark(session: nox.Session) -> None:
         session.error("Java 17 is not installed: apt-get install -y openjdk-17-jre-headless")
     session.install(".[spark,test]")
     session.run("python", "-m", "mapsmith_sedona.jars", "fetch")
-    spark_tests = ["tests/stacks/test_spark_sedona.py", "tests/vector/test_dissolve_weighted_spark.py"]
+    spark_tests = [
+        "tests/stacks/test_spark_sedona.py",
+        "tests/stacks/test_spark_warm.py",
+        "tests/vector/test_dissolve_weighted_spark.py",
+    ]
     session.run(
         "pytest",
         "-q",

@@ -206,6 +206,8 @@ def _mapsmith_env(spec: dict[str, Any]) -> dict[str, str]:
                 "MAPSMITH_STACK": "sedona",
                 "MAPSMITH_SPARK_MASTER": spec["spark_master"],
                 "MAPSMITH_SPARK_DRIVER_MEMORY": spec["spark_memory"],
+                # the session started by MapSmith.warm(), before the work's clock, as raw Spark's is before its own
+                "MAPSMITH_SPARK_WARM": "1",
             }
         )
     env.update(spec.get("mapsmith_env") or {})  # --mapsmith-env: e.g. a threshold forced while measuring it
@@ -221,6 +223,15 @@ def _spark_app_id() -> str | None:
     return None if context is None else str(context.applicationId)
 
 
+def _spark_running() -> bool:
+    """Whether MapSmith's Spark session is running (read right after ``MapSmith.warm()``: whether it started it)."""
+    if "pyspark" not in sys.modules:
+        return False
+    from mapsmith_sedona.spark_session import running
+
+    return running() is not None
+
+
 def mapsmith_api(spec: dict[str, Any]) -> dict[str, Any]:
     """``MapSmith(env).run(operation, arguments)``: the Python API, checks, digests and manifest included."""
     start = time.perf_counter()
@@ -231,6 +242,7 @@ def mapsmith_api(spec: dict[str, Any]) -> dict[str, Any]:
     # Ready as a raw engine's caller is before its clock (imported, connected, spatial loaded), and as the MCP
     # server's worker is before a call: the engines imported and DuckDB's database opened.
     warmed = app.warm()
+    spark_warmed = _spark_running()  # before the run, which would start it
     setup = time.perf_counter() - start
     t0 = time.perf_counter()
     result = app.run(op.name, goal_ops.mapsmith_arguments(op, spec["output_name"]))
@@ -239,6 +251,7 @@ def mapsmith_api(spec: dict[str, Any]) -> dict[str, Any]:
         "seconds": seconds,
         "setup_seconds": setup,
         "warmed": ", ".join(sorted(name for name, state in warmed.items() if state == "ready")),
+        "spark_session_warmed": spark_warmed,
         "engine_ran": result.engine.get("name"),
         "status": result.status,
         **_others_peak(_spark_app_id()),

@@ -168,35 +168,69 @@ def _manifest_lines(size: dict[str, Any]) -> list[str]:
     return [f"Every MapSmith output read back ({checked}) had its provenance manifest beside it.", ""]
 
 
-def _variant_runs(r: dict[str, Any], variant: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """Per operation and size that ``variant`` ran: where (for the page) and its runs' records."""
+def _variant_runs(r: dict[str, Any], *variants: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Per operation and size that one of ``variants`` ran (with any engine named: ``mapsmith_api@duckdb`` is a
+    ``mapsmith_api``): where (for the page) and those variants' runs' records."""
     for size in r["sizes"]:
         for operation, op in size["operations"].items():
-            if runs := op.get("variants", {}).get(variant, {}).get("runs_detail", []):
+            runs = [
+                run
+                for name, variant in op.get("variants", {}).items()
+                if name.partition("@")[0] in variants
+                for run in variant.get("runs_detail", [])
+            ]
+            if runs:
                 yield f"`{operation}` at {size['points']:,}", runs
 
 
 def _mapsmith_setup(r: dict[str, Any]) -> str:
     """What MapSmith's Python API did before its clock, from its runs' records: warmed (``MapSmith.warm``, recorded
-    as ``warmed`` from 2026-12-05) or not."""
+    as ``warmed`` from 2026-12-05) or not, and on the sedona stack whether the warm-up started Spark."""
     warm, cold = [], []
-    for where, runs in _variant_runs(r, "mapsmith_api"):
+    for where, runs in _variant_runs(r, "mapsmith_api", "mapsmith_api_sedona"):
         (warm if all(run.get("warmed") for run in runs) else cold).append(where)
     cold_text = (
-        "MapSmith loads the engine a run takes (pyarrow, DuckDB and its spatial extension, SedonaDB, a Spark session) "
-        "on first use, so on its clock."
+        "MapSmith loads the engine a run takes (pyarrow, DuckDB and its spatial extension, SedonaDB) on first use, "
+        "so on its clock."
     )
     warm_text = (
         "MapSmith's API is then warmed (`MapSmith.warm()`, what the MCP server's worker does on starting: the engines "
         "imported and DuckDB's database opened with spatial loaded, as a raw DuckDB run is connected before its "
         "clock); "
-        "SedonaDB's module (0.3-0.6 s to import) and a Spark session still load on its clock."
+        "SedonaDB's module (0.3-0.6 s to import) still loads on its clock."
     )
+    spark = _spark_setup(r)
     if not warm:
-        return cold_text
+        return " ".join(filter(None, (cold_text, spark)))
     if not cold:
-        return warm_text
-    return f"{warm_text} Not so in the runs measured before `warm` existed ({', '.join(cold)}): there {cold_text}"
+        return " ".join(filter(None, (warm_text, spark)))
+    mixed = f"{warm_text} Not so in the runs measured before `warm` existed ({', '.join(cold)}): there {cold_text}"
+    return " ".join(filter(None, (mixed, spark)))
+
+
+def _spark_setup(r: dict[str, Any]) -> str:
+    """Whether MapSmith on the sedona stack started its Spark session before its clock (``MAPSMITH_SPARK_WARM=1``,
+    recorded as ``spark_session_warmed`` from 2026-12-07) or at its run's start, on its clock; empty without such a
+    run."""
+    warmed, cold = [], []
+    for where, runs in _variant_runs(r, "mapsmith_api_sedona"):
+        (warmed if all(run.get("spark_session_warmed") for run in runs) else cold).append(where)
+    on_clock = (
+        "MapSmith on Spark started its Spark session on its clock (at the run's start, as a service's first Spark "
+        "run does), where a raw Spark run's session is started before its clock."
+    )
+    before = (
+        "On the sedona stack the warm-up also started MapSmith's Spark session (`MAPSMITH_SPARK_WARM=1`: what the MCP "
+        "server's worker then does on starting), as a raw Spark run's session is started before its clock."
+    )
+    if not warmed:
+        return on_clock if cold else ""
+    if not cold:
+        return before
+    return (
+        f"{before} Not so in the runs measured before `MAPSMITH_SPARK_WARM` existed ({', '.join(cold)}): there "
+        "MapSmith's Spark session started on its clock."
+    )
 
 
 def _mcp_setup(r: dict[str, Any]) -> str:

@@ -130,9 +130,9 @@ class MapSmith:
     def warm(self) -> dict[str, str]:
         """Import the engines of the stacks a run may use (the chosen one, its fallback, and opensource, which reads
         every dataset) and open the connections they keep for the process, so that the first run pays neither: what a
-        raw engine's caller does before its first query (``import duckdb``, connect, ``LOAD spatial``). The sandbox
-        worker calls it on starting. Per stack, ``ready`` or why it could not warm; never raises (an engine that
-        cannot load is reported by the run that needs it)."""
+        raw engine's caller does before its first query (``import duckdb``, connect, ``LOAD spatial``; with
+        ``MAPSMITH_SPARK_WARM=1``, a Spark session). The sandbox worker calls it on starting. Per stack, ``ready`` or
+        why it could not warm; never raises (an engine that cannot load is reported by the run that needs it)."""
         wanted = dict.fromkeys(s for s in (self.router.stack, self.router.fallback_stack, "opensource") if s)
         warmed: dict[str, str] = {}
         for name in wanted:
@@ -140,7 +140,7 @@ class MapSmith:
             if spec is None or spec.warm is None or not self.router.availability(name).available:
                 continue
             try:
-                spec.warm()
+                spec.warm(self.environ)
             except Exception as exc:  # noqa: BLE001 - reported, not raised: see the docstring
                 warmed[name] = f"{type(exc).__name__}: {exc}"
             else:

@@ -136,9 +136,11 @@ class StackSpec:
     dataset_io: Callable[[], DatasetIO] | None = None
     licence: str = ""
     # Imports the stack's engines and opens the connections it keeps for the process (DuckDB's database with
-    # spatial loaded), so that the first run does not pay them: ``MapSmith.warm`` calls it, and the sandbox worker
-    # does on starting. Must not start anything that holds resources a run might not need (a JVM, a cluster).
-    warm: Callable[[], None] | None = None
+    # spatial loaded), so that the first run does not pay them: ``MapSmith.warm`` calls it with the service's
+    # environment, and the sandbox worker does on starting. Must not start anything that holds resources a run might
+    # not need (a JVM, a cluster's cores) unless that environment asks for it (the sedona stack's
+    # MAPSMITH_SPARK_WARM=1).
+    warm: Callable[[Mapping[str, str]], None] | None = None
 
 
 Implementation = Callable[["RunContext"], None]

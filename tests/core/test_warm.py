@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from mapsmith.app import MapSmith
@@ -79,7 +79,7 @@ def test_a_run_after_warm_opens_no_database_of_its_own(tmp_path: Path) -> None:
 class _Stack:
     """A plugin registering one stack, with its availability and warm-up, and no operation."""
 
-    def __init__(self, name: str, available: bool, warm: Callable[[], None]) -> None:
+    def __init__(self, name: str, available: bool, warm: Callable[[Mapping[str, str]], None]) -> None:
         self.name, self.available, self.warm = name, available, warm
 
     @hookimpl
@@ -92,11 +92,11 @@ class _Stack:
         return None
 
 
-def _broken() -> None:
+def _broken(environ: Mapping[str, str]) -> None:
     raise OSError("the engine's library is missing")
 
 
-def _never() -> None:
+def _never(environ: Mapping[str, str]) -> None:
     raise AssertionError("an unavailable stack must not be warmed")
 
 

@@ -483,6 +483,40 @@ def test_the_page_says_whether_mapsmith_was_warmed_before_its_clock() -> None:
     assert mixed.startswith(warm) and "before `warm` existed (`clip_layer` at 1,000,000)" in mixed
     assert "`select_features`" not in mixed
     assert sentence() == cold  # no MapSmith run at all (a capped run of the raw engines only) claims no warm-up
+    assert "Spark" not in warm and "Spark" not in cold  # no run on Spark: nothing said of a Spark session
+    # a variant with an engine named (MAPSMITH_ENGINE=duckdb) is MapSmith's API too
+    assert sentence(spatial_join=_variant("mapsmith_api@duckdb", "warmed", ("opensource",))) == warm
+    assert sentence(spatial_join=_variant("mapsmith_api@duckdb", "warmed", (None,))) == cold
+
+
+def _spark_runs(*warmed: bool | None) -> dict[str, Any]:
+    runs = _variant("mapsmith_api_sedona", "spark_session_warmed", warmed)
+    for run in runs["variants"]["mapsmith_api_sedona"]["runs_detail"]:
+        run["warmed"] = "opensource, sedona"
+    return runs
+
+
+def test_the_page_says_whether_mapsmith_on_spark_started_its_session_before_its_clock() -> None:
+    def sentence(**operations: dict[str, Any]) -> str:
+        return render_goals._mapsmith_setup({"sizes": [{"points": 30_000_000, "operations": operations}]})
+
+    before = sentence(spatial_join=_spark_runs(True))
+    assert before.startswith("MapSmith's API is then warmed")
+    assert before.endswith(
+        "On the sedona stack the warm-up also started MapSmith's Spark session (`MAPSMITH_SPARK_WARM=1`: what the MCP "
+        "server's worker then does on starting), as a raw Spark run's session is started before its clock."
+    )
+    on_clock = sentence(spatial_join=_spark_runs(False))
+    assert on_clock.endswith("where a raw Spark run's session is started before its clock.")
+    assert "MapSmith on Spark started its Spark session on its clock" in on_clock
+    assert "MAPSMITH_SPARK_WARM" not in on_clock
+    # runs recorded before the record existed started it on the clock: named as such
+    mixed = sentence(spatial_join=_spark_runs(True), count_in_polygons=_spark_runs(None))
+    assert mixed.startswith(before) and mixed.endswith(
+        "before `MAPSMITH_SPARK_WARM` existed (`count_in_polygons` at 30,000,000): there MapSmith's Spark session "
+        "started on its clock."
+    )
+    assert render_goals._spark_setup({"sizes": [{"points": 1, "operations": {"x": _api_runs("opensource")}}]}) == ""
 
 
 def _mcp_runs(*waits: float | None) -> dict[str, Any]:

@@ -89,6 +89,7 @@ class Job:
     partitions: dict[str, int]
     details: dict[str, Any] = field(default_factory=dict)  # what this operation adds to x-mapsmith:spark_job
     output_parts: int = 1  # parts written: 1 for a file
+    started_here: bool = False  # this run started the process's session (and paid its start)
 
     def progress(self, fraction: float, message: str) -> None:
         if self.ctx.progress is not None:
@@ -105,7 +106,8 @@ def start_job(ctx: RunContext) -> Job:
     from mapsmith_sedona.jars import ARTIFACTS, GEOTOOLS_WRAPPER_VERSION, SCALA_VERSION, SEDONA_VERSION
     from mapsmith_sedona.spark_session import get_session, master_of, running
 
-    if ctx.progress is not None and running() is None:
+    fresh = running() is None
+    if ctx.progress is not None and fresh:
         ctx.progress(0.02, "starting Spark with Apache Sedona (once per process)")
     session = get_session(ctx.environ)
     t0 = time.perf_counter()  # the job's own time: the session's start is recorded apart
@@ -131,7 +133,7 @@ def start_job(ctx: RunContext) -> Job:
     if "java" in versions:
         components["java"] = versions["java"]
     ctx.set_engine("apache-sedona", SEDONA_VERSION, **components)
-    return Job(ctx, spark, session, t0, {})
+    return Job(ctx, spark, session, t0, {}, started_here=fresh)
 
 
 def geometry_column(path: Path) -> str:
@@ -309,12 +311,21 @@ def finish_job(job: Job) -> None:
         "output_partitions": job.output_parts,
         "default_parallelism": job.spark.sparkContext.defaultParallelism,
         "session_start_seconds": job.session.start_seconds,
+        # who paid those seconds: this run, an earlier one of the process, or the warm-up (MAPSMITH_SPARK_WARM=1)
+        "session_started_by": _started_by(job),
         "executor_wait_seconds": job.session.executor_wait_seconds,
         "job_seconds": round(time.perf_counter() - job.t0, 3),
         **job.details,
     }
     job.ctx.engine_components["partitions"] = str(max(job.partitions.values(), default=1))
     job.progress(1.0, "written")
+
+
+def _started_by(job: Job) -> str:
+    """Who paid the session's start: this run, an earlier run of the process, or the warm-up."""
+    if job.started_here:
+        return "this run"
+    return "an earlier run" if job.session.started_by == "a run" else job.session.started_by
 
 
 def page_rows(path: Path, geom: str, arguments: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -4,6 +4,10 @@ Starting Spark takes seconds (a JVM, then Sedona's registrations), so the sessio
 lazily, reused by every run, and stopped when the process exits. The master is
 ``MAPSMITH_SPARK_MASTER`` (``local[*]`` by default; ``spark://host:7077`` or ``k8s://...`` for a
 cluster), read from the service's environment on the first run; later runs get the same session.
+With ``MAPSMITH_SPARK_WARM=1`` the stack's warm-up (``MapSmith.warm``, which the MCP server's engine
+worker runs on starting) starts it instead, before the first call, as a raw Spark caller starts its
+session before its first query; off by default, because the session holds a JVM and, on a standalone
+cluster, its executors' cores, whether or not a Spark run ever comes.
 
 On a cluster the session also waits for its executors and proves they run Sedona's functions
 (``spark_executors``) before the first run; the driver binds to 127.0.0.1 when the master is on this
@@ -34,6 +38,7 @@ DEFAULT_MASTER = "local[*]"
 # tens of millions of points in local mode, where the driver does all the work; unset keeps Spark's.
 DRIVER_MEMORY_ENV = "MAPSMITH_SPARK_DRIVER_MEMORY"
 UI_ENV = "MAPSMITH_SPARK_UI"
+WARM_ENV = "MAPSMITH_SPARK_WARM"
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
@@ -44,6 +49,7 @@ class Session:
     jars: tuple[str, ...]
     start_seconds: float
     executor_wait_seconds: float = 0.0  # part of start_seconds: waiting for a cluster's executors
+    started_by: str = "a run"  # or "the warm-up" (MAPSMITH_SPARK_WARM=1)
 
 
 _lock = threading.Lock()
@@ -54,15 +60,25 @@ def master_of(environ: Mapping[str, str]) -> str:
     return (environ.get(MASTER_ENV) or "").strip() or DEFAULT_MASTER
 
 
-def get_session(environ: Mapping[str, str]) -> Session:
-    """The process's session, started now if it is not running yet."""
+def get_session(environ: Mapping[str, str], started_by: str = "a run") -> Session:
+    """The process's session, started now if it is not running yet (``started_by`` says who asked first)."""
     global _session
     with _lock:
         if _session is not None:
             return _session
-        _session = _start(master_of(environ), environ)
+        _session = _start(master_of(environ), environ, started_by)
         atexit.register(stop)
         return _session
+
+
+def warm(environ: Mapping[str, str]) -> bool:
+    """Start the session now when ``MAPSMITH_SPARK_WARM=1`` (a cluster's executors waited for and checked, as for a
+    run); whether it was asked. A setting that is neither 1 nor 0, or a Spark that cannot start, raises the
+    EngineError the first Spark run would."""
+    if not warm_of(environ):
+        return False
+    get_session(environ, started_by="the warm-up")
+    return True
 
 
 def running() -> Session | None:
@@ -111,6 +127,22 @@ def ui_enabled_of(environ: Mapping[str, str]) -> bool:
     return False
 
 
+def warm_of(environ: Mapping[str, str]) -> bool:
+    """Whether the warm-up starts the session: MAPSMITH_SPARK_WARM=1 (unset or 0: the first Spark run does)."""
+    value = (environ.get(WARM_ENV) or "").strip()
+    if value in ("0", "1"):
+        return value == "1"
+    if value:
+        raise EngineError(
+            f"{WARM_ENV}={value!r} is neither 1 nor 0",
+            code="SPARK_WARM_SETTING_INVALID",
+            evidence={"variable": WARM_ENV, "value": value},
+            hint=f"set {WARM_ENV}=1 to start Spark when the service starts, {WARM_ENV}=0 or nothing to start it at "
+            "the first Spark run",
+        )
+    return False
+
+
 def master_on_loopback(master: str) -> bool:
     """spark://127.0.0.1:7077 or spark://localhost:7077 (every host of an HA list on this machine)."""
     if not master.startswith("spark://"):
@@ -119,12 +151,13 @@ def master_on_loopback(master: str) -> bool:
     return all(h in _LOOPBACK_HOSTS for h in hosts)
 
 
-def _start(master: str, environ: Mapping[str, str]) -> Session:
+def _start(master: str, environ: Mapping[str, str], started_by: str = "a run") -> Session:
     from mapsmith_sedona import SPARK_FIX, spark_executors, spark_problem
     from mapsmith_sedona.jars import find_jars
 
     driver_memory = driver_memory_of(environ)  # a bad setting is refused before anything starts
     ui = ui_enabled_of(environ)
+    warm_of(environ)  # as is a bad warm-up setting, by the first run when no warm-up ran
     wanted_executors = spark_executors.min_executors_of(environ, master)
 
     problem = spark_problem(environ)
@@ -188,7 +221,7 @@ def _start(master: str, environ: Mapping[str, str]) -> Session:
         except BaseException:
             _stop_quietly(spark, context)  # a half-started session must not hold the cluster's cores
             raise
-    return Session(spark, master, tuple(jars), round(time.perf_counter() - t0, 3), waited)
+    return Session(spark, master, tuple(jars), round(time.perf_counter() - t0, 3), waited, started_by)
 
 
 def _stop_quietly(spark: Any, context: Any) -> None:
