@@ -131,7 +131,8 @@ class MapSmith:
         """Import the engines of the stacks a run may use (the chosen one, its fallback, and opensource, which reads
         every dataset) and open the connections they keep for the process, so that the first run pays neither: what a
         raw engine's caller does before its first query (``import duckdb``, connect, ``LOAD spatial``; with
-        ``MAPSMITH_SPARK_WARM=1``, a Spark session). The sandbox worker calls it on starting. Per stack, ``ready`` or
+        ``MAPSMITH_SPARK_WARM=1``, a Spark session). The server calls it on starting: each sandboxed engine worker, or,
+        in-process, a thread of the server (``InProcessMapSmith.warm_in_background``). Per stack, ``ready`` or
         why it could not warm; never raises (an engine that cannot load is reported by the run that needs it)."""
         wanted = dict.fromkeys(s for s in (self.router.stack, self.router.fallback_stack, "opensource") if s)
         warmed: dict[str, str] = {}

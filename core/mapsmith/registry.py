@@ -137,9 +137,9 @@ class StackSpec:
     licence: str = ""
     # Imports the stack's engines and opens the connections it keeps for the process (DuckDB's database with
     # spatial loaded), so that the first run does not pay them: ``MapSmith.warm`` calls it with the service's
-    # environment, and the sandbox worker does on starting. Must not start anything that holds resources a run might
-    # not need (a JVM, a cluster's cores) unless that environment asks for it (the sedona stack's
-    # MAPSMITH_SPARK_WARM=1).
+    # environment, which the server runs on starting (in each sandboxed engine worker, or in a thread of its own).
+    # Must not start anything that holds resources a run might not need (a JVM, a cluster's cores) unless that
+    # environment asks for it (the sedona stack's MAPSMITH_SPARK_WARM=1).
     warm: Callable[[Mapping[str, str]], None] | None = None
 
 

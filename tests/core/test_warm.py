@@ -116,3 +116,20 @@ def test_an_unavailable_stack_is_not_warmed(tmp_path: Path) -> None:
         extra_plugins=[("absent", _Stack("absent", False, _never))],
     )
     assert app.warm() == {"opensource": "ready"}
+
+
+def test_a_server_without_the_sandbox_warms_up_in_a_thread_and_says_when_done(tmp_path: Path) -> None:
+    import time
+
+    from mapsmith.sandbox import InProcessMapSmith, build_app
+
+    env = {"MAPSMITH_WORKSPACE": str(tmp_path), "MAPSMITH_SANDBOX": "off"}
+    app = build_app(env)
+    assert isinstance(app, InProcessMapSmith)
+    deadline = time.monotonic() + 60
+    while app.server_info()["sandbox"].get("warm") == "warming" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sandbox = app.server_info()["sandbox"]
+    assert sandbox["enabled"] is False and sandbox["warm"] == {"opensource": "ready"}
+    # `mapsmith info` builds its app with prestart=False: nothing warmed, and nothing said of a warm-up
+    assert "warm" not in build_app(env, prestart=False).server_info()["sandbox"]

@@ -131,10 +131,13 @@ def test_a_bad_setting_is_reported_by_the_warm_up_and_refused_by_the_first_spark
     assert running() is None and not (workspace / "counts.parquet").exists()
 
 
-def test_a_stdio_server_with_the_setting_starts_spark_before_the_first_call(sedona: Any, workspace: Path) -> None:
-    """Through a real MCP client: a sandboxed server's engine worker runs the warm-up on starting, so once
-    server_info counts it warm, the first Spark call finds the session running. Without the sandbox (no bubblewrap
-    here) the server runs no warm-up, as the README says, and the first call starts the session itself."""
+@pytest.mark.parametrize("sandbox_setting", ["auto", "off"])
+def test_a_stdio_server_with_the_setting_starts_spark_before_the_first_call(
+    sedona: Any, workspace: Path, sandbox_setting: str
+) -> None:
+    """Through a real MCP client: the server warms up on starting -- a sandboxed server's engine worker, or, without
+    the sandbox, a thread of the server -- so once server_info says the warm-up is done, the first Spark call finds
+    the session running and its manifest says so."""
     import anyio
 
     from mcp_client import call, mcp_session
@@ -146,11 +149,12 @@ def test_a_stdio_server_with_the_setting_starts_spark_before_the_first_call(sedo
             "MAPSMITH_SPARK_DRIVER_MEMORY": "1g",
             "MAPSMITH_SPARK_WARM": "1",
             "MAPSMITH_WORKERS": "1",  # each engine worker would start a session of its own
+            "MAPSMITH_SANDBOX": sandbox_setting,
         }
         async with mcp_session(workspace, **env) as (session, _):
-            for _ in range(1200):  # at most 120 s for the worker's warm-up, the JVM's start included
+            for _ in range(1200):  # at most 120 s for the warm-up, the JVM's start included
                 sandbox = (await call(session, "server_info", {})).data["sandbox"]
-                if not sandbox.get("enabled") or sandbox["warm_workers"] > 0:
+                if sandbox.get("warm_workers", 0) > 0 or isinstance(sandbox.get("warm"), dict):
                     break
                 await anyio.sleep(0.1)
             arguments = {
@@ -162,9 +166,12 @@ def test_a_stdio_server_with_the_setting_starts_spark_before_the_first_call(sedo
             return sandbox, counted
 
     sandbox, counted = anyio.run(conversation)
+    if sandbox_setting == "off":
+        assert sandbox["enabled"] is False and sandbox["warm"] == {"sedona": "ready", "opensource": "ready"}
+    elif sandbox["enabled"]:
+        assert (sandbox["warm_workers"], sandbox["warming_workers"]) == (1, 0)
     assert not counted.is_error, counted.data
     assert counted.data["engine"]["name"] == "apache-sedona"
     assert [r["point_count"] for r in counted.data["answer"]["rows"]] == list(COUNTS.values())
     record = json.loads((workspace / "counts.parquet.provenance.json").read_text("utf-8"))
-    started_by = record["parameters"]["x-mapsmith:spark_job"]["session_started_by"]
-    assert started_by == ("the warm-up" if sandbox["enabled"] else "this run"), sandbox
+    assert record["parameters"]["x-mapsmith:spark_job"]["session_started_by"] == "the warm-up"

@@ -104,7 +104,8 @@ def _pool_factory(environ: Mapping[str, str]) -> Callable[[MapSmith], tuple[Work
 
 
 def build_app(environ: Mapping[str, str] | None = None, *, prestart: bool = True) -> MapSmith:
-    """The MapSmith the server should hold: sandboxed when MAPSMITH_SANDBOX and the machine allow.
+    """The MapSmith the server should hold: sandboxed when MAPSMITH_SANDBOX and the machine allow. ``prestart``: start
+    the engine workers now (they warm up on starting), or, in-process, warm up in a thread of the server.
 
     Raises ConfigurationError when MAPSMITH_SANDBOX=on and no sandbox can be built (with the fix).
     Says once on stderr when the engines run in-process although the setting was auto.
@@ -123,7 +124,10 @@ def build_app(environ: Mapping[str, str] | None = None, *, prestart: bool = True
             )
         if decision.setting == "auto" and env.get("MAPSMITH_WORKSPACE"):
             print(f"mapsmith: engines run in-process, without the OS sandbox: {decision.reason}", file=sys.stderr)
-        return InProcessMapSmith(decision, env)
+        in_process = InProcessMapSmith(decision, env)
+        if prestart:
+            in_process.warm_in_background()
+        return in_process
     app = SandboxedMapSmith(decision, _pool_factory(env), env, network_pool_factory=_network_pool_factory(env))
     if prestart:
         app.pool.prestart()

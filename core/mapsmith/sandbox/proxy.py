@@ -32,9 +32,25 @@ class InProcessMapSmith(MapSmith):
     def __init__(self, decision: SandboxDecision, environ: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(environ, **kwargs)
         self.sandbox = decision
+        self._warming: threading.Thread | None = None
+        self.warmed: dict[str, str] | None = None  # MapSmith.warm's answer, once warm_in_background's thread is done
+
+    def warm_in_background(self) -> None:
+        """``MapSmith.warm()`` in a thread of the server, as a sandboxed worker runs it on starting, so the first call
+        does not pay for it. Calls do not wait for it: what it opens is shared safely (DuckDB's database is cached,
+        and a run needing the Spark session the warm-up is starting waits at the session's lock)."""
+
+        def body() -> None:
+            self.warmed = self.warm()
+
+        self._warming = threading.Thread(target=body, name="mapsmith-warm", daemon=True)
+        self._warming.start()
 
     def server_info(self) -> dict[str, Any]:
-        return {**super().server_info(), "sandbox": self.sandbox.to_dict()}
+        sandbox: dict[str, Any] = self.sandbox.to_dict()
+        if self._warming is not None:  # per stack, "ready" or why it could not warm; "warming" until then
+            sandbox["warm"] = self.warmed if self.warmed is not None else "warming"
+        return {**super().server_info(), "sandbox": sandbox}
 
 
 class SandboxedMapSmith(MapSmith):
