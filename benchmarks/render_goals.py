@@ -199,13 +199,18 @@ def _mapsmith_setup(r: dict[str, Any]) -> str:
         "clock); "
         "SedonaDB's module (0.3-0.6 s to import) still loads on its clock."
     )
-    spark = _spark_setup(r)
-    if not warm:
-        return " ".join(filter(None, (cold_text, spark)))
-    if not cold:
-        return " ".join(filter(None, (warm_text, spark)))
-    mixed = f"{warm_text} Not so in the runs measured before `warm` existed ({', '.join(cold)}): there {cold_text}"
-    return " ".join(filter(None, (mixed, spark)))
+    said = _either(warm, cold, warm_text, cold_text, "`warm`", f"there {cold_text}")
+    return " ".join(filter(None, (said, _spark_setup(r))))
+
+
+def _either(yes: list[str], no: list[str], yes_text: str, no_text: str, what: str, there: str) -> str:
+    """``yes_text`` when every operation's runs did it, ``no_text`` when none did, else ``yes_text`` followed by the
+    operations measured before ``what`` existed and what held ``there``."""
+    if not yes:
+        return no_text
+    if not no:
+        return yes_text
+    return f"{yes_text} Not so in the runs measured before {what} existed ({', '.join(no)}): {there}"
 
 
 def _spark_setup(r: dict[str, Any]) -> str:
@@ -223,14 +228,10 @@ def _spark_setup(r: dict[str, Any]) -> str:
         "On the sedona stack the warm-up also started MapSmith's Spark session (`MAPSMITH_SPARK_WARM=1`: what the MCP "
         "server's worker then does on starting), as a raw Spark run's session is started before its clock."
     )
-    if not warmed:
-        return on_clock if cold else ""
-    if not cold:
-        return before
-    return (
-        f"{before} Not so in the runs measured before `MAPSMITH_SPARK_WARM` existed ({', '.join(cold)}): there "
-        "MapSmith's Spark session started on its clock."
-    )
+    if not warmed and not cold:
+        return ""
+    there = "there MapSmith's Spark session started on its clock."
+    return _either(warmed, cold, before, on_clock, "`MAPSMITH_SPARK_WARM`", there)
 
 
 def _mcp_setup(r: dict[str, Any]) -> str:

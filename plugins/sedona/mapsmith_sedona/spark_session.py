@@ -112,35 +112,36 @@ def driver_memory_of(environ: Mapping[str, str]) -> str | None:
     return value
 
 
-def ui_enabled_of(environ: Mapping[str, str]) -> bool:
-    """Spark's web UI (port 4040 and up): on only when MAPSMITH_SPARK_UI=1."""
-    value = (environ.get(UI_ENV) or "").strip()
+def _switch(environ: Mapping[str, str], variable: str, code: str, on: str, off: str) -> bool:
+    """A 0/1 setting: True only for 1; unset or 0 is False; anything else is refused with ``code``. ``on`` and ``off``
+    finish the hint's "set <variable>=1 to ..." and "<variable>=0 or nothing to ..."."""
+    value = (environ.get(variable) or "").strip()
     if value in ("0", "1"):
         return value == "1"
     if value:
         raise EngineError(
-            f"{UI_ENV}={value!r} is neither 1 nor 0",
-            code="SPARK_UI_SETTING_INVALID",
-            evidence={"variable": UI_ENV, "value": value},
-            hint=f"set {UI_ENV}=1 to start Spark's web UI, {UI_ENV}=0 or nothing not to",
+            f"{variable}={value!r} is neither 1 nor 0",
+            code=code,
+            evidence={"variable": variable, "value": value},
+            hint=f"set {variable}=1 to {on}, {variable}=0 or nothing to {off}",
         )
     return False
+
+
+def ui_enabled_of(environ: Mapping[str, str]) -> bool:
+    """Spark's web UI (port 4040 and up): on only when MAPSMITH_SPARK_UI=1."""
+    return _switch(environ, UI_ENV, "SPARK_UI_SETTING_INVALID", "start Spark's web UI", "not start it")
 
 
 def warm_of(environ: Mapping[str, str]) -> bool:
     """Whether the warm-up starts the session: MAPSMITH_SPARK_WARM=1 (unset or 0: the first Spark run does)."""
-    value = (environ.get(WARM_ENV) or "").strip()
-    if value in ("0", "1"):
-        return value == "1"
-    if value:
-        raise EngineError(
-            f"{WARM_ENV}={value!r} is neither 1 nor 0",
-            code="SPARK_WARM_SETTING_INVALID",
-            evidence={"variable": WARM_ENV, "value": value},
-            hint=f"set {WARM_ENV}=1 to start Spark when the service starts, {WARM_ENV}=0 or nothing to start it at "
-            "the first Spark run",
-        )
-    return False
+    return _switch(
+        environ,
+        WARM_ENV,
+        "SPARK_WARM_SETTING_INVALID",
+        "start Spark when the service starts",
+        "start it at the first Spark run",
+    )
 
 
 def master_on_loopback(master: str) -> bool:
