@@ -186,9 +186,7 @@ def _variant_runs(r: dict[str, Any], *variants: str) -> Iterator[tuple[str, list
 def _mapsmith_setup(r: dict[str, Any]) -> str:
     """What MapSmith's Python API did before its clock, from its runs' records: warmed (``MapSmith.warm``, recorded
     as ``warmed`` from 2026-12-05) or not, and on the sedona stack whether the warm-up started Spark."""
-    warm, cold = [], []
-    for where, runs in _variant_runs(r, "mapsmith_api", "mapsmith_api_sedona"):
-        (warm if all(run.get("warmed") for run in runs) else cold).append(where)
+    warm, cold = _split(r, "warmed", "mapsmith_api", "mapsmith_api_sedona")
     cold_text = (
         "MapSmith loads the engine a run takes (pyarrow, DuckDB and its spatial extension, SedonaDB) on first use, "
         "so on its clock."
@@ -201,6 +199,15 @@ def _mapsmith_setup(r: dict[str, Any]) -> str:
     )
     said = _either(warm, cold, warm_text, cold_text, "`warm`", f"there {cold_text}")
     return " ".join(filter(None, (said, _spark_setup(r))))
+
+
+def _split(r: dict[str, Any], key: str, *variants: str) -> tuple[list[str], list[str]]:
+    """The operations (and sizes) whose runs of ``variants`` all recorded ``key`` true, and the others."""
+    yes: list[str] = []
+    no: list[str] = []
+    for where, runs in _variant_runs(r, *variants):
+        (yes if all(run.get(key) for run in runs) else no).append(where)
+    return yes, no
 
 
 def _either(yes: list[str], no: list[str], yes_text: str, no_text: str, what: str, there: str) -> str:
@@ -217,9 +224,7 @@ def _spark_setup(r: dict[str, Any]) -> str:
     """Whether MapSmith on the sedona stack started its Spark session before its clock (``MAPSMITH_SPARK_WARM=1``,
     recorded as ``spark_session_warmed`` from 2026-12-07) or at its run's start, on its clock; empty without such a
     run."""
-    warmed, cold = [], []
-    for where, runs in _variant_runs(r, "mapsmith_api_sedona"):
-        (warmed if all(run.get("spark_session_warmed") for run in runs) else cold).append(where)
+    warmed, cold = _split(r, "spark_session_warmed", "mapsmith_api_sedona")
     on_clock = (
         "MapSmith on Spark started its Spark session on its clock (at the run's start, as a service's first Spark "
         "run does), where a raw Spark run's session is started before its clock."
