@@ -322,10 +322,11 @@ def finish_job(job: Job) -> None:
 
 
 def _started_by(job: Job) -> str:
-    """Who paid the session's start: this run, an earlier run of the process, or the warm-up."""
-    if job.started_here:
-        return "this run"
-    return "an earlier run" if job.session.started_by == "a run" else job.session.started_by
+    """Who started the session: the warm-up (a run that came while it was starting waited for the rest of it), this
+    run, or an earlier run of the process."""
+    if job.session.started_by != "a run":
+        return str(job.session.started_by)
+    return "this run" if job.started_here else "an earlier run"
 
 
 def page_rows(path: Path, geom: str, arguments: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
