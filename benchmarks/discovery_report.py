@@ -257,7 +257,7 @@ def _embeddings_section(path: Path = EMBEDDINGS) -> list[str]:
     lines += [
         "",
         "`benchmarks/build_static_model.py` rebuilds the committed table from a local copy of the transformer. "
-        f"Measured by `{data['command']}`.",
+        f"Measured by `{data['command']}`." + (f" {data['since']}" if data.get("since") else ""),
     ]
     return lines
 

@@ -145,6 +145,14 @@ class OperationContract:
         return bool(self.writes_dataset and out.get("optional"))
 
     @property
+    def also_answers(self) -> str | None:
+        """``[output] answers``: what the answer of an operation that writes a dataset holds that a caller may ask
+        for by itself (measure_area's total area), or None."""
+        out = self.raw.get("output", {}) if isinstance(self.raw, Mapping) else {}
+        answers = out.get("answers") if self.writes_dataset else None
+        return answers if isinstance(answers, str) else None
+
+    @property
     def input_kinds(self) -> tuple[str, ...]:
         return tuple(d.kind for d in self.datasets)
 

@@ -11,7 +11,9 @@ from mapsmith.contracts import parse_contract
 from mapsmith.errors import ArgumentError
 
 
-def _contract(name: str, datasets: list[dict[str, Any]], output: str = "dataset:vector", **extra: Any) -> EntryFacets:
+def _contract(
+    name: str, datasets: list[dict[str, Any]], output: str | dict[str, Any] = "dataset:vector", **extra: Any
+) -> EntryFacets:
     data: dict[str, Any] = {
         "name": name,
         "summary": f"Synthetic {name}.",
@@ -22,7 +24,9 @@ def _contract(name: str, datasets: list[dict[str, Any]], output: str = "dataset:
         "needs_projected_crs": extra.pop("needs_projected_crs", False),
         "checks": [],
         "datasets": datasets,
-        "output": {"kind": output, **({"argument": "output_path"} if output.startswith("dataset:") else {})},
+        "output": output
+        if isinstance(output, dict)
+        else {"kind": output, **({"argument": "output_path"} if output.startswith("dataset:") else {})},
         "examples": [{"description": "x", "arguments": {}}],
         **extra,
     }
@@ -104,6 +108,29 @@ def test_geometry_types_accept_what_describe_dataset_reports() -> None:
 def test_projected_crs_false_removes_entries_that_need_one() -> None:
     assert "projected" not in _names(projected_crs=False)
     assert "projected" in _names(projected_crs=True)
+
+
+def test_produces_keeps_an_entry_by_what_its_result_may_be() -> None:
+    # ANY_KIND describes (output "description"): asked for an answer, it is kept; asked for a description, the
+    # entries that answer otherwise are not
+    assert _names(produces="answer") == ["any_kind", "no_data"]
+    assert _names(produces="description") == ["any_kind"]
+    # an optional output (the operation answers with its rows without output_path) produces an answer too ...
+    rows = _contract("rows", [_ds("input_path")], output={"kind": "dataset:vector", "argument": "output_path"})
+    optional = _contract(
+        "rows_or_answer",
+        [_ds("input_path")],
+        output={"kind": "dataset:vector", "argument": "output_path", "optional": True},
+    )
+    assert (rows.also_produces, optional.also_produces) == (frozenset(), {"answer"})
+    assert optional.to_dict()["also_produces"] == ["answer"] and "also_produces" not in rows.to_dict()
+    kept, _ = filter_entries([rows, optional], produces="answer")
+    assert [e.name for e in kept] == ["rows_or_answer"]
+    # ... and is still kept for its dataset (the clean twin), never for another kind
+    kept, _ = filter_entries([rows, optional], produces="dataset:vector")
+    assert [e.name for e in kept] == ["rows", "rows_or_answer"]
+    kept, removed_by = filter_entries([rows, optional], produces="dataset:raster")
+    assert kept == [] and removed_by["produces"]["removed"] == ["rows", "rows_or_answer"]
 
 
 def test_category_filters_only_when_asked() -> None:

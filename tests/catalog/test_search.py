@@ -70,6 +70,31 @@ def test_facets_compose(app: MapSmith) -> None:
     assert set(answer["removed_by"]) == {"input_kind", "produces", "geometry_types", "dataset_count"}
 
 
+def test_produces_answer_keeps_the_operations_that_answer_without_writing(app: MapSmith) -> None:
+    # run_sql answers with its rows when no output_path is given, describe_dataset with a dataset's facts: asked
+    # for an answer from a table, both stay; before, run_sql (output kind dataset:vector) was removed
+    answer = discover(app, "total sales per customer last month", input_kind="table", produces="answer", limit=None)
+    kept = _names(answer)
+    assert {"run_sql", "describe_dataset"} <= set(kept)
+    assert "run_sql" not in answer["removed_by"]["produces"]["removed"]
+    # every entry kept gives an answer (or a description, or its rows without output_path), never only a file
+    for name in kept:
+        contract = app.host.contracts[name]
+        assert contract.output_kind in ("answer", "description") or contract.output_optional or contract.also_answers
+    # the clean twin: asked for a layer, run_sql stays and describe_dataset does not
+    layer = _names(discover(app, "total sales per customer", input_kind="table", produces="dataset:vector", limit=None))
+    assert "run_sql" in layer and "describe_dataset" not in layer
+    # an operation that writes a layer and declares what its answer holds (measure_area: the total area) is kept for
+    # an answer too; one that declares nothing (buffer_layer) is not, and both stay for a layer
+    area = discover(app, "total area of the parcels", input_kind="vector", produces="answer", limit=None)
+    assert "measure_area" in _names(area) and "buffer_layer" not in _names(area)
+    assert app.host.contracts["measure_area"].also_answers and not app.host.contracts["buffer_layer"].also_answers
+    layer = _names(
+        discover(app, "total area of the parcels", input_kind="vector", produces="dataset:vector", limit=None)
+    )
+    assert {"measure_area", "buffer_layer"} <= set(layer)
+
+
 def test_produces_alone_emptying_is_relaxed_and_says_which_facet_removed_what(app: MapSmith) -> None:
     # No data held: only operations that need none remain (resolve_crs among them), and none of them writes a
     # description; produces is relaxed (issue 21) and each candidate says what it produces instead.

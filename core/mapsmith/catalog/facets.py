@@ -67,12 +67,15 @@ class EntryFacets:
     needs_projected_crs: bool
     category: str
     status: str
+    # What its result may be besides ``produces`` (answers_also): a caller's produces matches either.
+    also_produces: frozenset[str] = frozenset()
 
     def to_dict(self) -> dict[str, Any]:
         low, high = self.dataset_count
         return {
             "holds": sorted(self.holds),
             "produces": self.produces,
+            **({"also_produces": sorted(self.also_produces)} if self.also_produces else {}),
             "dataset_count": {"min": low, "max": high},
             "geometry_types": None if self.geometry_types is None else sorted(self.geometry_types),
             "needs_projected_crs": self.needs_projected_crs,
@@ -114,6 +117,7 @@ def entry_facets(contract: OperationContract) -> EntryFacets:
         name=contract.name,
         holds=frozenset(holds),
         produces=contract.output_kind,
+        also_produces=answers_also(contract),
         dataset_count=(low, high),
         geometry_types=None if geometry is None else frozenset(geometry),
         reads_vector=reads_vector,
@@ -121,6 +125,17 @@ def entry_facets(contract: OperationContract) -> EntryFacets:
         category=contract.category,
         status=contract.status,
     )
+
+
+def answers_also(contract: OperationContract) -> frozenset[str]:
+    """What else than its output kind a contract's result may be, from its declared fields: ``answer`` when its
+    output is optional (run_sql without output_path answers with its rows), when it declares what its answer holds
+    besides the dataset (``[output] answers``: measure_area's total area), and for a ``description``
+    (describe_dataset answers with a dataset's facts: a caller asking for an answer about a dataset wants it).
+    A caller's ``produces`` keeps an entry when it names the output kind or one of these."""
+    if contract.output_optional or contract.also_answers or contract.output_kind == "description":
+        return frozenset({"answer"})
+    return frozenset()
 
 
 @dataclass(frozen=True)
@@ -158,7 +173,11 @@ class FacetFilter:
         out = []
         if self.input_kind is not None and not self._holds_match(facets):
             out.append("input_kind")
-        if self.produces is not None and facets.produces not in self.produces:
+        if (
+            self.produces is not None
+            and facets.produces not in self.produces
+            and not self.produces & facets.also_produces
+        ):
             out.append("produces")
         if self.dataset_count is not None:
             low, high = facets.dataset_count
