@@ -53,13 +53,24 @@ COMMAND = "python benchmarks/bench_startup.py --runs {runs}"
 
 # Runs in the server process ahead of `python -m mapsmith`: an import hook that records the first
 # import of each engine module, appended to a file at once (the server may be killed at the end).
+# A finder first on sys.meta_path sees every import, and also every importlib.util.find_spec, which a stack's
+# availability check calls to ask whether a package is installed without importing it; those are not imports, so
+# a call from importlib.util is left out (the spy before 2026-12-07 counted them: engines listed as imported that
+# were only looked for).
 _ENGINE_SPY = """
 import os, runpy, sys
 ENGINES = set(os.environ["MAPSMITH_BENCH_ENGINES"].split(","))
 LOG = os.environ["MAPSMITH_BENCH_ENGINE_LOG"]
+def _looked_for_only():
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "find_spec" and frame.f_globals.get("__name__") == "importlib.util":
+            return True
+        frame = frame.f_back
+    return False
 class _Spy:
     def find_spec(self, name, path=None, target=None):
-        if name in ENGINES:
+        if name in ENGINES and not _looked_for_only():
             with open(LOG, "a") as f:
                 f.write(name + "\\n")
         return None

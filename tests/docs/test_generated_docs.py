@@ -205,6 +205,28 @@ def test_startup_results_are_consistent() -> None:
     assert isinstance(r["engines_imported_before_a_tool_call"], list)
 
 
+def test_the_startup_spy_counts_imports_not_lookups(tmp_path: Path) -> None:
+    # bench_startup's spy runs ahead of the server; here ahead of a script that only looks pyogrio up (as a stack's
+    # availability check does) and imports shapely: only shapely was imported. Before 2026-12-07 the spy listed the
+    # lookup too, and the page said the server imported engines it had only looked for.
+    import subprocess
+    import sys
+
+    spec = importlib.util.spec_from_file_location("mapsmith_bench_startup", REPO / "benchmarks" / "bench_startup.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    tail = 'sys.argv = ["mapsmith"]\nrunpy.run_module("mapsmith", run_name="__main__", alter_sys=True)\n'
+    assert bench._ENGINE_SPY.endswith(tail)
+    script = (
+        bench._ENGINE_SPY[: -len(tail)] + "import importlib.util\nimportlib.util.find_spec('pyogrio')\nimport shapely\n"
+    )
+    log = tmp_path / "imported.txt"
+    env = {"MAPSMITH_BENCH_ENGINES": "pyogrio,shapely", "MAPSMITH_BENCH_ENGINE_LOG": str(log)}
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=60)
+    assert log.read_text().split() == ["shapely"]
+
+
 def test_missing_fields_names_what_is_absent() -> None:
     r = copy.deepcopy(_startup())
     del r["server"]["median_seconds"]
