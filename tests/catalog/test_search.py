@@ -70,7 +70,7 @@ def test_facets_compose(app: MapSmith) -> None:
     assert set(answer["removed_by"]) == {"input_kind", "produces", "geometry_types", "dataset_count"}
 
 
-def test_produces_answer_keeps_the_operations_that_answer_without_writing(app: MapSmith) -> None:
+def test_produces_answer_keeps_the_operations_whose_result_may_be_an_answer(app: MapSmith) -> None:
     # run_sql answers with its rows when no output_path is given, describe_dataset with a dataset's facts: asked
     # for an answer from a table, both stay; before, run_sql (output kind dataset:vector) was removed
     answer = discover(app, "total sales per customer last month", input_kind="table", produces="answer", limit=None)
