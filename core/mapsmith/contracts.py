@@ -139,17 +139,21 @@ class OperationContract:
         return self.output_kind.startswith("dataset:")
 
     @property
+    def output_table(self) -> Mapping[str, Any]:
+        """The contract's ``[output]`` table as written (empty for a contract built without one)."""
+        out = self.raw.get("output", {}) if isinstance(self.raw, Mapping) else {}
+        return out if isinstance(out, Mapping) else {}
+
+    @property
     def output_optional(self) -> bool:
         """``[output] optional = true``: left out, output_path makes the operation answer in rows (run_sql)."""
-        out = self.raw.get("output", {}) if isinstance(self.raw, Mapping) else {}
-        return bool(self.writes_dataset and out.get("optional"))
+        return bool(self.writes_dataset and self.output_table.get("optional"))
 
     @property
     def also_answers(self) -> str | None:
         """``[output] answers``: what the answer of an operation that writes a dataset holds that a caller may ask
         for by itself (measure_area's total area), or None."""
-        out = self.raw.get("output", {}) if isinstance(self.raw, Mapping) else {}
-        answers = out.get("answers") if self.writes_dataset else None
+        answers = self.output_table.get("answers") if self.writes_dataset else None
         return answers if isinstance(answers, str) else None
 
     @property

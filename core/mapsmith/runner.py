@@ -309,7 +309,7 @@ def _run_operation(
 
     if choice.impl.validate is not None:
         choice.impl.validate(ctx)  # refusals here come before the engine: no file is touched
-    answers_with_record = not contract.writes_dataset and contract.raw.get("output", {}).get("optional")
+    answers_with_record = not contract.writes_dataset and contract.output_table.get("optional")
     if contract.writes_dataset or answers_with_record:
         ctx.digests_ahead = DigestsAhead(app.digest, paths)  # every check before the engine has passed
     if not contract.writes_dataset:
@@ -417,8 +417,7 @@ def _run_operation(
 def _answer_mode(contract: OperationContract, arguments: Mapping[str, Any]) -> OperationContract:
     """A contract whose dataset output is optional (``[output] optional = true``) answers in rows when
     output_path is left out: the same operation with an answer for output (run_sql)."""
-    out = contract.raw.get("output", {}) if isinstance(contract.raw, Mapping) else {}
-    if contract.writes_dataset and out.get("optional") and isinstance(arguments, Mapping):
+    if contract.output_optional and isinstance(arguments, Mapping):
         if arguments.get(OUTPUT_ARGUMENT) is None:
             return dataclasses.replace(contract, output_kind="answer")
     return contract
