@@ -14,6 +14,10 @@ def seconds(value: float) -> str:
     return f"{value:.3f}"
 
 
+def yes(flag: bool | None) -> str:
+    return {True: "yes", False: "**no**", None: "not checked"}[flag]
+
+
 def row(label: str, command: str, summary: dict[str, Any]) -> str:
     return (
         f"| {label} | `{command}` | {seconds(summary['median_seconds'])} | {seconds(summary['min_seconds'])} | "

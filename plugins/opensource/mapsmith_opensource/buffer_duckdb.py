@@ -51,7 +51,11 @@ if TYPE_CHECKING:
 # GEOS's buffer is most of the work on either engine; DuckDB saves GeoPandas' import on small layers and holds no
 # buffer in Python on large ones (a third less memory at 1M; with the one-thread COPY below, bench_goals at 1M
 # measured 0.77 GiB against the GeoPandas path's 4.40), so it is preferred from the smallest size measured.
-BUFFER_MIN_ROWS = 1_000
+# benchmarks/bench_thresholds.py measured smaller sizes since (docs/benchmarks.md, "Router thresholds": MapSmith
+# warmed as the server's worker is, GeoPandas imported, medians of 5): DuckDB 0.09-0.11 s against GeoPandas'
+# 0.17-0.20 s from 10 to 1,000 points, 0.26 s against 0.38 s at 10,000, even at 100,000 (1.78 s against 1.83 s);
+# tests/docs/test_thresholds_doc.py holds the constant to that measurement.
+BUFFER_MIN_ROWS = 10
 # From how many points the COPY runs on a database of its own with one thread. DuckDB keeps a parallel COPY in file
 # order by holding finished batches until their turn: on 1,000,000 points (50 m, 16 segments, 706 MB written) two
 # threads took 18.8-20.1 s and 2.6 GiB, one thread 20.0-20.7 s and 0.57 GiB (the raw COPY alone, quiet machine, two

@@ -41,8 +41,11 @@ if TYPE_CHECKING:
 
     from mapsmith.runner import RunContext
 
-# From how many input features the router prefers this engine (sql_layer_ops' table of measures).
-REPROJECT_MIN_ROWS = 100_000
+# From how many input features the router prefers this engine: the smallest size benchmarks/bench_thresholds.py
+# measured (docs/benchmarks.md, "Router thresholds"; MapSmith warmed as the server's worker is, GeoPandas imported,
+# medians of 5): 0.09-0.11 s against GeoPandas' 0.14-0.20 s from 10 to 10,000 features, 0.23 s against 0.53 s at
+# 100,000. sql_layer_ops' older table, with DuckDB's start on every run's clock, had put it at 100,000.
+REPROJECT_MIN_ROWS = 10
 # The probe: DuckDB's coordinates must equal pyproj's to this many units of the target CRS.
 PROBE_TOLERANCE = 1e-9
 PROBE_GRID = 5  # the probe samples PROBE_GRID x PROBE_GRID points over the extent

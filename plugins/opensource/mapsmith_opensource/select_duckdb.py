@@ -57,17 +57,13 @@ from mapsmith_opensource.sql_layer_ops import (
 if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
-# From how many input features the router prefers this engine; below, GeoPandas runs. Measured for issue 22 on
-# this machine (2 cores, otherwise idle but for the runs themselves): whole MapSmith runs, a fresh process each
-# (spawn to exit, start-up, checks, digests and manifest included), benchmarks/scale_data.py's points (EPSG:32610
-# GeoParquet), where="value > 1.0 AND kind = 'well'", the engine forced with MAPSMITH_DUCKDB_LAYER_MIN_FEATURES
-# (0 or 10**12), interleaved, medians of 3, CPU seconds of the process (os.wait4) DuckDB / GeoPandas, and the
-# work alone (the run() call) in brackets:
-#   1,000     2.07 / 2.67 (0.91 / 1.42)      100,000     2.12 / 2.95 (0.96 / 1.70)
-#   10,000    2.15 / 2.91 (0.94 / 1.55)      1,000,000   3.08 / 5.18 (1.70 / 3.87), peak RSS 530 / 686 MiB
-# DuckDB was cheaper at every size measured, so it is preferred from the smallest; below it GeoPandas, the
-# small-data engine, keeps the run (a handful of features is not worth a second engine's start).
-SELECT_MIN_ROWS = 1_000
+# From how many input features the router prefers this engine; below, GeoPandas runs: the smallest size
+# benchmarks/bench_thresholds.py measured (docs/benchmarks.md, "Router thresholds"; whole MapSmith runs, a fresh
+# process each, warmed as the server's worker is and GeoPandas imported, medians of 5): DuckDB 0.08-0.09 s against
+# GeoPandas' 0.14-0.15 s from 10 to 10,000 features, 0.11 s against 0.32 s at 100,000. An earlier measurement, with
+# DuckDB's start on every run's clock, had measured nothing below 1,000; tests/docs/test_thresholds_doc.py holds
+# the constant to the committed measurement.
+SELECT_MIN_ROWS = 10
 INT64 = (-(2**63), 2**63 - 1)
 
 REGISTRATIONS = (

@@ -66,20 +66,16 @@ if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
 ENGINE = "duckdb"
-# From how many input features the router prefers these engines; below, GeoPandas runs. Measured for issue 22
-# on this machine (2 cores shared with three other sessions, load average 5-18 through the runs, so CPU
-# seconds decide and wall is noise): whole MapSmith runs, a fresh process each (spawn to exit, start-up,
-# checks, digests and manifest included), benchmarks/scale_data.py's points (EPSG:32610 GeoParquet) clipped
-# to its 60 km circle and reprojected to EPSG:4326, the engine forced with MAPSMITH_DUCKDB_LAYER_MIN_FEATURES
-# (0 or 10**12), interleaved, medians of 3, CPU seconds DuckDB / GeoPandas (peak RSS MiB):
-#                 10,000       30,000       100,000      300,000      1,000,000
-#   clip_layer    1.23 / 1.32  1.31 / 1.54  1.39 / 2.00  1.80 / 3.44  2.47 / 8.10 (317 / 756 MiB)
-#   reproject     1.15 / 1.22  1.20 / 1.25  1.36 / 1.62  1.70 / 2.61  2.72 / 5.17 (394 / 1054 MiB)
-# (command: a script that spawns `MapSmith(env).run(...)` per run and reads os.wait4's rusage; the report
-# of this change has it). Each engine is preferred from the smallest size at which it was clearly cheaper;
-# below, the gain is within the noise and GeoPandas, the small-data engine, keeps the run.
-# reproject_layer's threshold, from the second row, is reproject_duckdb.REPROJECT_MIN_ROWS.
-CLIP_MIN_ROWS = 30_000
+# From how many input features the router prefers these engines; below, GeoPandas runs. Measured for issue 22 by
+# benchmarks/bench_thresholds.py (docs/benchmarks.md, "Router thresholds"): whole MapSmith runs, a fresh process
+# each, warmed as the server's engine worker is before a call (DuckDB open with spatial loaded) and GeoPandas
+# imported too, the engine forced with MAPSMITH_ENGINE, interleaved, medians of 5. clip_layer on DuckDB took
+# 0.08-0.09 s against GeoPandas' 0.17-0.20 s from 10 to 10,000 features and 0.14 s against 0.40 s at 100,000, with
+# less peak memory; reproject_layer's figures are beside REPROJECT_MIN_ROWS. Each threshold is the smallest size
+# measured; tests/docs/test_thresholds_doc.py holds it to the committed measurement. The table before (whole
+# processes, CPU seconds, DuckDB's import and extension load on every run's clock, which the worker's warm-up now
+# pays once) had put clip_layer's at 30,000 and reproject_layer's at 100,000.
+CLIP_MIN_ROWS = 10
 # Overrides both thresholds, select_duckdb's and buffer_duckdb's (benchmarks force an engine with it).
 MIN_FEATURES_ENV = "MAPSMITH_DUCKDB_LAYER_MIN_FEATURES"
 # A folder of parts (output_path ending in ".parquet/") is cut into parts of about this size (docs/scaling.md:

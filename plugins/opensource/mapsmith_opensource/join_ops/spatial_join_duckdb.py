@@ -56,16 +56,16 @@ if TYPE_CHECKING:
 
 # spatial_join has two engines. The DuckDB engine works file to file (GeoParquet in, GeoParquet out;
 # both CRS equal; a predicate DuckDB Spatial evaluates as GEOS does); everything else goes to GeoPandas.
-# Measured on this machine (2 shared cores) with benchmarks/bench_vector.py --only spatial_join:
-# 1,000,000 random points x 10,000 polygons in EPSG:32610, intersects, how=left, fresh processes,
-# interleaved, medians of 5, whole MapSmith runs with checks and manifest: raw DuckDB COPY 2.46 s, raw
-# geopandas.sjoin 4.19 s, MapSmith on the DuckDB engine 3.40 s (1.38x the raw DuckDB run, whose import
-# and extension load, 0.69 s, are outside its clock; MapSmith's, about 0.3 s, are inside), MapSmith on
-# the GeoPandas engine 5.1-5.5 s. With 300,000 / 100,000 / 30,000 points (same polygons): DuckDB engine
-# 1.42 / 0.77 / 0.55 s, GeoPandas engine 1.98 / 0.92 / 0.61 s. DuckDB is therefore preferred from
-# DUCKDB_MIN_ROWS features in the larger input, the smallest size measured clearly faster; below it the
-# gain is within the noise and GeoPandas, already loaded, takes the run.
-DUCKDB_MIN_ROWS = 100_000
+# Measured again for issue 22 by benchmarks/bench_thresholds.py (docs/benchmarks.md, "Router thresholds"): whole
+# MapSmith runs, a fresh process each, warmed as the server's engine worker is before a call (DuckDB open with
+# spatial loaded) and GeoPandas imported too, the engine forced with MAPSMITH_ENGINE, interleaved, medians of 5.
+# DuckDB took 0.084-0.109 s against GeoPandas' 0.185-0.210 s from 10 to 10,000 points, 0.39 s against 0.80 s at
+# 100,000, with less peak memory at every size. The measurement before (bench_vector.py's whole runs) had DuckDB's
+# import and extension load, about 0.7 s, on every run's clock and put the threshold at 100,000; the worker's
+# warm-up now pays that once. The constant is the smallest size measured (the features of the larger input);
+# tests/docs/test_thresholds_doc.py holds it to the committed measurement. count_in_polygons' DuckDB engine reads
+# it too; that engine's preference (points_in_polygons.DUCKDB_POINTS_PREFERENCE) keeps it forced-only.
+DUCKDB_MIN_ROWS = 10
 DUCKDB_PREFERENCE = 30
 # A folder of parts (output_path ending in ".parquet/") is cut into parts of about this many bytes, as
 # sql_layer_ops.PART_OPTIONS cuts the layer engines' (256 MB): the first part holds FIRST_PART_ROWS rows, and its size

@@ -1,0 +1,78 @@
+"""The router's DuckDB thresholds in the code are the ones the committed measurement supports.
+
+``benchmarks/bench_thresholds.py`` measures each operation with a DuckDB engine against its GeoPandas engine
+through MapSmith at growing sizes and writes ``benchmarks/results/thresholds.json``; ``docs/benchmarks.md``
+renders it (checked with the whole page in ``test_generated_docs.py``). Here: the rule that reads a
+threshold off a size series, on series worked out by hand, and every constant in the code against the rule
+applied to the committed measurement. Nothing is timed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "benchmarks" / "results" / "thresholds.json"
+
+
+def _module(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"mapsmith_benchmarks_{name}", REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+render_thresholds = _module("render_thresholds")
+render_page = _module("render")
+
+
+def _row(points: int, geopandas: float, duckdb: float) -> dict[str, Any]:
+    return {"points": points, "geopandas": {"seconds_median": geopandas}, "duckdb": {"seconds_median": duckdb}}
+
+
+@pytest.mark.parametrize(
+    ("series", "expected"),
+    [
+        # DuckDB faster everywhere: from the smallest size measured.
+        ([_row(10, 0.2, 0.1), _row(100, 0.2, 0.1), _row(1000, 0.3, 0.2)], 10),
+        # slower at 10, faster from 100 on: 100 (rows given out of order on purpose).
+        ([_row(1000, 0.3, 0.2), _row(10, 0.1, 0.2), _row(100, 0.2, 0.2)], 100),
+        # faster at 10, slower at 100, faster at 1000: only the size from which it stays faster counts.
+        ([_row(10, 0.2, 0.1), _row(100, 0.2, 0.3), _row(1000, 0.3, 0.2)], 1000),
+        # slower at the largest: no size supports preferring DuckDB.
+        ([_row(10, 0.2, 0.1), _row(100, 0.2, 0.25)], None),
+    ],
+)
+def test_the_supported_threshold_is_where_duckdb_stays_faster(series: list[dict[str, Any]], expected: int | None) -> None:
+    assert render_thresholds.supported_threshold(series) == expected
+
+
+def _committed() -> dict[str, Any]:
+    return json.loads(RESULTS.read_text(encoding="utf-8"))
+
+
+def test_the_committed_measurement_has_what_the_page_reads() -> None:
+    assert render_page.missing_fields(_committed(), render_thresholds.THRESHOLD_FIELDS) == []
+
+
+@pytest.mark.parametrize("operation", ["spatial_join", "reproject_layer", "clip_layer", "select_features", "buffer_layer"])
+def test_each_threshold_in_the_code_is_the_one_its_measurement_supports(operation: str) -> None:
+    entry = _committed()["operations"][operation]
+    supported = render_thresholds.supported_threshold(entry["series"])
+    assert entry["supported_threshold"] == supported  # the stored value is the rule's, not edited by hand
+    module_name, constant = entry["threshold_constant"].rsplit(".", 1)
+    in_code = getattr(importlib.import_module(module_name), constant)
+    assert supported is not None, f"{operation}: GeoPandas was faster at the largest size measured"
+    assert in_code == supported, f"{entry['threshold_constant']} is {in_code:,}; the measurement supports {supported:,}"
+    # each series ran both engines at every size, each run on the engine it named
+    for row in entry["series"]:
+        assert row["geopandas"]["engines_ran"] == ["geopandas"]
+        assert row["duckdb"]["engines_ran"] == ["duckdb"]
