@@ -362,8 +362,9 @@ def _schema_validator() -> Any:
     return Draft202012Validator(schema)
 
 
-def parse_contract(data: Mapping[str, Any], source: str) -> OperationContract:
-    """Validate one contract mapping against the schema and the house rules, and type it."""
+def parse_contract(data: Mapping[str, Any], source: str, *, validated: bool = False) -> OperationContract:
+    """Validate one contract mapping against the schema and the house rules, and type it. ``validated``: the
+    same data passed the same schema before (``mapsmith.contract_cache``), so only the house rules run."""
     declared = [k for k in HOST_DECIDED_KEYS if isinstance(data, Mapping) and k in data]
     if declared:
         # Checked before the schema so the refusal says why, not just "unexpected property".
@@ -374,7 +375,8 @@ def parse_contract(data: Mapping[str, Any], source: str) -> OperationContract:
             hint="remove the keys; a plugin's operations are experimental until an operator promotes them "
             "on evidence (mapsmith plugin promote), and list_operations shows each operation's maturity",
         )
-    errors = sorted(_schema_validator().iter_errors(dict(data)), key=lambda e: list(e.absolute_path))
+    errors = [] if validated else list(_schema_validator().iter_errors(dict(data)))
+    errors.sort(key=lambda e: list(e.absolute_path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
         raise ContractError(
@@ -480,12 +482,14 @@ def _title_from_name(name: str) -> str:
     return words[:1].upper() + words[1:]
 
 
-def load_contract_file(path: Path) -> OperationContract:
+def _toml(text: str, name: str) -> dict[str, Any]:
     try:
-        data = tomllib.loads(path.read_text("utf-8"))
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ContractError(f"contract {path.name} is not valid TOML: {exc}", hint="fix the TOML syntax") from exc
-    contract = parse_contract(data, source=path.name)
+        raise ContractError(f"contract {name} is not valid TOML: {exc}", hint="fix the TOML syntax") from exc
+
+
+def _named_after_file(contract: OperationContract, path: Path) -> OperationContract:
     if path.stem != contract.name:
         raise ContractError(
             f"contract file {path.name} declares name {contract.name!r}; the file must be named after it",
@@ -494,10 +498,28 @@ def load_contract_file(path: Path) -> OperationContract:
     return contract
 
 
+def load_contract_file(path: Path) -> OperationContract:
+    return _named_after_file(parse_contract(_toml(path.read_text("utf-8"), path.name), source=path.name), path)
+
+
 def load_builtin_contracts() -> dict[str, OperationContract]:
-    return {
-        c.name: c for c in (load_contract_file(p) for p in sorted((contracts_root() / "operations").glob("*.toml")))
-    }
+    """MapSmith's own contracts; validated against the schema once per content (``mapsmith.contract_cache``)."""
+    from mapsmith import contract_cache
+
+    root = contracts_root()
+    paths = sorted((root / "operations").glob("*.toml"))
+    files = {p.name: p.read_bytes() for p in paths}
+    key = contract_cache.content_key(
+        files, (root / "schemas" / "operation.schema.json").read_bytes(), Path(__file__).read_bytes()
+    )
+    cached = contract_cache.read(key)
+    if cached is not None and set(cached) == set(files):
+        contracts = [_named_after_file(parse_contract(cached[p.name], p.name, validated=True), p) for p in paths]
+    else:
+        data = {p.name: _toml(files[p.name].decode("utf-8"), p.name) for p in paths}
+        contracts = [_named_after_file(parse_contract(data[p.name], p.name), p) for p in paths]
+        contract_cache.write(key, data)
+    return {c.name: c for c in contracts}
 
 
 def suggest(name: str, known: Iterable[str]) -> list[str]:

@@ -178,7 +178,8 @@ def _install_hook() -> AuditRecorder:
 
 
 def code_locations() -> tuple[str, ...]:
-    """Where Python, the venv and MapSmith's code live: imports and contract files are read from here."""
+    """Where Python, the venv and MapSmith's code live: imports and contract files (and their cache) are read
+    from here."""
     import mapsmith
     import mapsmith_opensource
 
@@ -188,6 +189,11 @@ def code_locations() -> tuple[str, ...]:
     from mapsmith.contracts import contracts_root
 
     places.add(str(Path(str(contracts_root())).resolve()))
+    # ... and MapSmith's cache of those contracts, validated (mapsmith.contract_cache): a host built during a
+    # call (replay's scratch service) reads it as it reads the contract files.
+    from mapsmith.contract_cache import cache_dir
+
+    places.add(str(cache_dir()))
     return tuple(sorted(os.path.realpath(p) for p in places))
 
 

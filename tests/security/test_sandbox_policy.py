@@ -135,10 +135,11 @@ def test_the_plan_binds_the_workspace_read_write_at_its_own_path_and_nothing_of_
     assert str(home) not in plan.read_only and "/etc" not in plan.read_only
     # pyenv's Python lives under the home directory: only the interpreter prefixes may be bound there,
     # single files a plugin declares (the Spark engine's jars in ~/.m2), never a folder of them, and
-    # MapSmith's own QGIS catalogue cache folder (…/mapsmith/qgis, read-only: nothing else lives there).
+    # MapSmith's own cache folders (…/mapsmith/qgis for the QGIS catalogue, …/mapsmith/contracts for the
+    # validated contracts; read-only: nothing else lives there).
     prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
     declared = {f.resolve() for files in plugin_files({}).values() for f in files}
-    assert all(f.is_file() or f.parts[-2:] == ("mapsmith", "qgis") for f in declared)
+    assert all(f.is_file() or f.parts[-2:] in {("mapsmith", "qgis"), ("mapsmith", "contracts")} for f in declared)
     assert {Path(p) for p in plan.read_only if Path(p).is_relative_to(home)} <= prefixes | declared
 
 

@@ -212,7 +212,7 @@ def plugin_files(environ: Mapping[str, str]) -> dict[str, list[Path]]:
     The Spark engine's Sedona jars live in the Maven or Ivy cache under the home directory, which the
     worker does not see: each jar is bound on its own, read-only, and ``MAPSMITH_SEDONA_JARS`` names them
     so the worker does not search a home it cannot see. (A hook for this would let any plugin declare its
-    files; today only this one needs it.)
+    files; today only this one needs it.) The core's own cache of validated contracts is bound the same way.
     """
     out: dict[str, list[Path]] = {}
     try:
@@ -232,6 +232,17 @@ def plugin_files(environ: Mapping[str, str]) -> dict[str, list[Path]]:
         folder.mkdir(parents=True, exist_ok=True)
         out[CACHE_ENV] = [folder]
     except Exception:  # noqa: BLE001 - no QGIS plugin, or no cache folder: the worker asks QGIS itself
+        pass
+    # The built-in contracts, validated by the server process at its start (mapsmith.contract_cache): the
+    # worker reads them instead of validating them again.
+    from mapsmith.contract_cache import CACHE_ENV as CONTRACTS_ENV
+    from mapsmith.contract_cache import cache_dir as contracts_dir
+
+    try:
+        folder = contracts_dir(dict(environ))
+        folder.mkdir(parents=True, exist_ok=True)
+        out[CONTRACTS_ENV] = [folder]
+    except OSError:  # no cache folder: the worker validates the contracts itself
         pass
     return out
 
