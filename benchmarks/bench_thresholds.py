@@ -14,10 +14,10 @@ time, its CPU seconds (user and system, DuckDB's threads included) and the proce
 For spatial_join the zones (``bench_vector``'s polygons) number a tenth of the points, at least ten, so
 the larger input, which the threshold counts, is the points.
 
-The threshold a size series supports (``render_thresholds.supported_threshold``) is the smallest size measured from which
-DuckDB's median work time was at most GeoPandas's at that size and every larger one; tests check the
-constants in the code against it. Writes ``benchmarks/results/thresholds.json``; ``benchmarks/render.py``
-puts it into ``docs/benchmarks.md``. It measures only and never asserts.
+The threshold a size series supports (``render_thresholds.supported_threshold``) is the smallest size
+measured from which DuckDB's median work time was at most GeoPandas's at that size and every larger one;
+tests check the constants in the code against it. Writes ``benchmarks/results/thresholds.json``;
+``benchmarks/render.py`` puts it into ``docs/benchmarks.md``. It measures only and never asserts.
 
     python benchmarks/bench_thresholds.py [--sizes 10,100,1000,10000,100000] [--runs 5]
 """

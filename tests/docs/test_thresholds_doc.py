@@ -51,7 +51,9 @@ def _row(points: int, geopandas: float, duckdb: float) -> dict[str, Any]:
         ([_row(10, 0.2, 0.1), _row(100, 0.2, 0.25)], None),
     ],
 )
-def test_the_supported_threshold_is_where_duckdb_stays_faster(series: list[dict[str, Any]], expected: int | None) -> None:
+def test_the_supported_threshold_is_where_duckdb_stays_faster(
+    series: list[dict[str, Any]], expected: int | None
+) -> None:
     assert render_thresholds.supported_threshold(series) == expected
 
 
@@ -63,7 +65,10 @@ def test_the_committed_measurement_has_what_the_page_reads() -> None:
     assert render_page.missing_fields(_committed(), render_thresholds.THRESHOLD_FIELDS) == []
 
 
-@pytest.mark.parametrize("operation", ["spatial_join", "reproject_layer", "clip_layer", "select_features", "buffer_layer"])
+OPERATIONS = ["spatial_join", "reproject_layer", "clip_layer", "select_features", "buffer_layer"]
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
 def test_each_threshold_in_the_code_is_the_one_its_measurement_supports(operation: str) -> None:
     entry = _committed()["operations"][operation]
     supported = render_thresholds.supported_threshold(entry["series"])
