@@ -24,20 +24,19 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from mapsmith.user_cache import user_cache_dir
 
 CACHE_ENV = "MAPSMITH_CONTRACT_CACHE"
 CACHE_FILE = "builtin-contracts.json"
 log = logging.getLogger("mapsmith.contracts")
 
 
-def cache_dir(environ: dict[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    if env.get(CACHE_ENV):
-        return Path(env[CACHE_ENV]).expanduser()
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "mapsmith" / "contracts"
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    return user_cache_dir("contracts", CACHE_ENV, environ)
 
 
 def content_key(files: dict[str, bytes], schema: bytes, parser: bytes) -> str:

@@ -28,16 +28,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mapsmith.user_cache import user_cache_dir
+
 CACHE_ENV = "MAPSMITH_QGIS_CACHE"
 log = logging.getLogger("mapsmith.qgis")
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    if env.get(CACHE_ENV):
-        return Path(env[CACHE_ENV]).expanduser()
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "mapsmith" / "qgis"
+    return user_cache_dir("qgis", CACHE_ENV, environ)
 
 
 def executable_tag(executable: str) -> str:
