@@ -157,6 +157,13 @@ class OperationContract:
         return answers if isinstance(answers, str) else None
 
     @property
+    def output_effect(self) -> str | None:
+        """``[output] effect``: what an answer-kind operation that returns no value does instead (a QGIS algorithm
+        that writes into a database or a folder, or changes a layer in place), or None."""
+        effect = self.output_table.get("effect") if self.output_kind == "answer" else None
+        return effect if isinstance(effect, str) else None
+
+    @property
     def input_kinds(self) -> tuple[str, ...]:
         return tuple(d.kind for d in self.datasets)
 

@@ -133,6 +133,21 @@ def test_produces_keeps_an_entry_by_what_its_result_may_be() -> None:
     assert kept == [] and removed_by["produces"]["removed"] == ["rows", "rows_or_answer"]
 
 
+def test_an_answer_that_holds_no_value_is_kept_for_no_produces() -> None:
+    effect = _contract(
+        "side_effect", [_ds("input_path")], output={"kind": "answer", "effect": "Writes into a database instead."}
+    )
+    assert effect.produces == "effect" and effect.to_dict()["produces"] == "effect"
+    for wanted in ("answer", "description", "dataset:vector"):
+        kept, removed_by = filter_entries([effect, NO_DATA], produces=wanted)
+        assert "side_effect" in removed_by["produces"]["removed"]
+    # with no produces declared it stays a candidate, as the same entry without the effect (the clean twin)
+    kept, _ = filter_entries([effect, NO_DATA])
+    assert sorted(e.name for e in kept) == ["no_data", "side_effect"]
+    kept, _ = filter_entries([NO_DATA], produces="answer")
+    assert [e.name for e in kept] == ["no_data"]
+
+
 def test_category_filters_only_when_asked() -> None:
     remaining, removed_by = filter_entries(ENTRIES, category="other")
     assert len(remaining) == len(ENTRIES) and removed_by == {}

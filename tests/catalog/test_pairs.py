@@ -120,3 +120,30 @@ def test_same_job_as_names_only_delivered_twins(qgis_app: Any) -> None:
     delivered = {c["operation"] for c in answer["candidates"]}
     for c in answer["candidates"]:
         assert set(c.get("same_job_as", [])) <= delivered
+
+
+def test_a_qgis_algorithm_that_returns_no_value_declares_what_it_does_instead(qgis_catalogue: dict[str, Any]) -> None:
+    from mapsmith.catalog.facets import entry_facets, filter_entries
+
+    answer_kind = {n: c for n, c in qgis_catalogue.items() if n.startswith("qgis:") and c.output_kind == "answer"}
+    # In QGIS 3.22's extract 38 algorithms write no layer or file; 4 of them return values (numbers, strings)
+    returns_values = {n for n, c in answer_kind.items() if c.output_effect is None}
+    assert len(answer_kind) == 38
+    assert returns_values == {
+        "qgis:native:layertobookmarks",
+        "qgis:native:rasterlayerproperties",
+        "qgis:native:shpencodinginfo",
+        "qgis:native:stringconcatenation",
+    }
+    assert qgis_catalogue["qgis:native:createspatialindex"].output_effect == (
+        "QGIS returns no value for this algorithm, only Indexed layer (outputVector): layers, files or folders it "
+        "writes or changes."
+    )
+    assert qgis_catalogue["qgis:qgis:importintopostgis"].output_effect.startswith("QGIS returns no value")
+    # discovery: an answer is asked for -> the ones returning values stay, the others go; asked for nothing, all stay
+    facets = [entry_facets(answer_kind[n]) for n in sorted(answer_kind)]
+    kept, removed_by = filter_entries(facets, produces="answer")
+    assert {e.name for e in kept} == returns_values and len(removed_by["produces"]["removed"]) == 34
+    kept, _ = filter_entries(facets)
+    assert len(kept) == 38
+    assert entry_facets(qgis_catalogue["qgis:native:createspatialindex"]).produces == "effect"

@@ -37,6 +37,9 @@ HOLDS = ("vector", "raster", "table", "dataset", "plan", "none")
 # The old list_operations accepted "any" for "any dataset"; kept as an alias.
 HOLDS_ALIASES = {"any": "dataset"}
 PRODUCES = ("dataset:vector", "dataset:raster", "answer", "description")
+# What an entry produces when its contract declares ``[output] effect``: not one of PRODUCES, so a caller's
+# ``produces`` never keeps it (with none declared it stays a candidate, and "relaxed" names it).
+EFFECT = "effect"
 GEOMETRY_FAMILIES = ("point", "line", "polygon")
 # What describe_dataset (and OGR) call a geometry type, reduced to the family a contract declares.
 GEOMETRY_ALIASES = {
@@ -116,7 +119,8 @@ def entry_facets(contract: OperationContract) -> EntryFacets:
     return EntryFacets(
         name=contract.name,
         holds=frozenset(holds),
-        produces=contract.output_kind,
+        # An answer that holds no value (``[output] effect``) is no answer a caller can ask for.
+        produces=EFFECT if contract.output_effect is not None else contract.output_kind,
         also_produces=answers_also(contract),
         dataset_count=(low, high),
         geometry_types=None if geometry is None else frozenset(geometry),

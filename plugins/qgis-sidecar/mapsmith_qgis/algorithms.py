@@ -370,6 +370,26 @@ def _category(group: str) -> str:
     return next((cat for word, cat in _CATEGORY_BY_GROUP if word in low), "other")
 
 
+# QGIS's outputs that are values an answer can hold; every other output is a layer, file or folder QGIS writes or
+# changes itself.
+_VALUE_OUTPUTS = frozenset({"outputNumber", "outputString", "outputBoolean", "outputVariant"})
+
+
+def no_value_effect(help_: dict[str, Any]) -> str | None:
+    """For an algorithm without a layer or file destination: None when QGIS returns values (an answer), else what
+    it does instead, from the outputs QGIS declares (``[output] effect``)."""
+    outputs = help_.get("outputs") or {}
+    if any(o.get("type") in _VALUE_OUTPUTS for o in outputs.values()):
+        return None
+    if not outputs:
+        return (
+            "QGIS returns no value for this algorithm: it acts outside MapSmith's outputs (a database, a layer in "
+            "place, a setting or a check)."
+        )
+    listed = ", ".join(f"{o.get('description') or name} ({o.get('type')})" for name, o in sorted(outputs.items()))
+    return f"QGIS returns no value for this algorithm, only {listed}: layers, files or folders it writes or changes."
+
+
 def derive_contract(alg_id: str, entry: dict[str, Any], provider_active: bool) -> dict[str, Any]:
     """The contract mapping (checked by the core against operation.schema.json) for one algorithm.
 
@@ -482,7 +502,7 @@ def derive_contract(alg_id: str, entry: dict[str, Any], provider_active: bool) -
         "keywords": sorted({*tags, "qgis", provider, group, name} - {""}),
         "datasets": datasets,
         "parameters": parameters,
-        "output": output or {"kind": "answer"},
+        "output": output or {"kind": "answer", **({"effect": e} if (e := no_value_effect(help_)) else {})},
         "crs_effect": "preserves" if output is not None and datasets and not file_output else "none",
         "needs_projected_crs": False,
         "checks": (
