@@ -12,7 +12,8 @@ input that decides it: each contract file's name and bytes, the schema's bytes a
 so nothing unvalidated is ever read back as valid. On a hit the house rules still run
 (``parse_contract(..., validated=True)`` skips only the schema). A file that cannot be read, does not parse
 or does not match the key is ignored and rewritten; one that cannot be written only costs the time (a
-read-only sandbox, a home without a cache folder), never a failure. Written atomically.
+read-only sandbox, a home without a cache folder), never a failure. Written atomically, as manifests are
+(``provenance.manifest.write_json_atomic``).
 
 Written by hand: a content-keyed JSON file is a few lines, and no library caches a schema's verdict.
 """
@@ -22,8 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -63,22 +62,16 @@ def read(key: str) -> dict[str, Any] | None:
 
 def write(key: str, contracts: dict[str, Any]) -> bool:
     """Keep ``contracts`` (validated data by file name) under ``key``; False when it cannot be written."""
+    from mapsmith.provenance.manifest import write_json_atomic
+
     folder = cache_dir()
     try:
-        text = json.dumps({"key": key, "contracts": contracts}, ensure_ascii=False)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(folder / CACHE_FILE, {"key": key, "contracts": contracts})
     except (TypeError, ValueError) as exc:  # a TOML date has no JSON form: parse the files every time
         log.warning("the built-in contracts cannot be cached as JSON (%s); every start validates them", exc)
         return False
-    tmp = None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{CACHE_FILE}.", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, folder / CACHE_FILE)
     except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         log.debug("could not write the contract cache in %s (the next start validates again): %s", folder, exc)
         return False
     return True
