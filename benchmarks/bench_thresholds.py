@@ -9,14 +9,22 @@ and manifest included. Before the clock each process is what the MCP server's en
 call (``MapSmith.warm()``: DuckDB's database open with spatial loaded) and GeoPandas is imported too, as
 in a worker that has already run a GeoPandas operation: the case most favourable to GeoPandas (a worker
 that has not pays its import, about 0.3 s, on the first GeoPandas run). Each run reports the work's wall
-time, its CPU seconds (user and system, DuckDB's threads included) and the process's peak RSS.
+time, its CPU seconds (user and system, DuckDB's threads included), the whole process's wall time (spawn to
+exit: start-up, the warm-up and GeoPandas' import included) and the process's peak RSS.
+
+The raw engines that can do the same file-to-file work (``goal_children``' GeoPandas, DuckDB and SedonaDB,
+``goal_ops``' code and SQL) run in the same loop, interleaved with MapSmith's runs, timed the same two ways;
+each output's row count is read back by this parent, outside every measured process, so that the page can
+say whether they agree. They do not enter the threshold: it compares MapSmith's two engines.
 
 For spatial_join the zones (``bench_vector``'s polygons) number a tenth of the points, at least ten, so
 the larger input, which the threshold counts, is the points.
 
 The threshold a size series supports (``render_thresholds.supported_threshold``) is the smallest size
 measured from which DuckDB's median work time was at most GeoPandas's at that size and every larger one;
-tests check the constants in the code against it. Writes ``benchmarks/results/thresholds.json``;
+tests check the constants in the code against it. The thresholds are read off the work alone: the
+router chooses for a server's worker that is already running, where start-up is not paid per call.
+Writes ``benchmarks/results/thresholds.json``;
 ``benchmarks/render.py`` puts it into ``docs/benchmarks.md``. It measures only and never asserts.
 
     python benchmarks/bench_thresholds.py [--sizes 10,100,1000,10000,100000] [--runs 5]
@@ -40,6 +48,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import common  # noqa: E402
+import goal_children  # noqa: E402
 import goal_ops  # noqa: E402
 import scale_data  # noqa: E402
 from render_thresholds import supported_threshold  # noqa: E402
@@ -47,6 +56,9 @@ from render_thresholds import supported_threshold  # noqa: E402
 RESULTS = HERE / "results" / "thresholds.json"
 DEFAULT_SIZES = (10, 100, 1_000, 10_000, 100_000)
 ENGINES = ("geopandas", "duckdb")
+# The raw engines run beside MapSmith's two (goal_children's functions, file to file).
+RAW_ENGINES = ("raw_geopandas", "raw_duckdb", "raw_sedonadb")
+VARIANTS = ENGINES + RAW_ENGINES
 # operation -> the module and constant holding its threshold
 OPERATIONS = {
     "spatial_join": "mapsmith_opensource.join_ops.spatial_join_duckdb.DUCKDB_MIN_ROWS",
@@ -80,21 +92,45 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": seconds, "cpu_seconds": cpu, "status": result.status, "engine_ran": result.engine.get("name")}
 
 
+def raw(spec: dict[str, Any]) -> dict[str, Any]:
+    """One raw engine's run (goal_children's, which imports and connects the engine before its clock)."""
+    name = spec["engine"].removeprefix("raw_")
+    out = getattr(goal_children, f"raw_{name}")(spec)
+    return {"seconds": out["seconds"], "setup_seconds": out["setup_seconds"], "engine_ran": name, "status": "ok"}
+
+
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
+    summary = {
         "seconds_median": round(statistics.median(r["seconds"] for r in runs), 4),
         "seconds_min": round(min(r["seconds"] for r in runs), 4),
         "seconds_max": round(max(r["seconds"] for r in runs), 4),
-        "cpu_seconds_median": round(statistics.median(r["cpu_seconds"] for r in runs), 4),
+        "process_seconds_median": round(statistics.median(r["process_seconds"] for r in runs), 4),
         "peak_rss_mib": round(max(r["peak_rss_mib"] for r in runs), 1),
         "engines_ran": sorted({r["engine_ran"] for r in runs}),
         "statuses": sorted({r["status"] for r in runs}),
+        "rows_out": sorted({r["rows_out"] for r in runs}),
     }
+    if all("cpu_seconds" in r for r in runs):
+        summary["cpu_seconds_median"] = round(statistics.median(r["cpu_seconds"] for r in runs), 4)
+    return summary
+
+
+def _rows_out(path: Path) -> int:
+    """The rows of an output file, or of a folder of parts, from their Parquet footers."""
+    import pyarrow.parquet as pq
+
+    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    return sum(pq.read_metadata(f).num_rows for f in files)
 
 
 def _remove_outputs(work: Path) -> None:
+    import shutil
+
     for path in work.glob("out_*"):
-        path.unlink()
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -107,19 +143,24 @@ def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         needed = {stem for name in args.operations for stem in goal_ops.OPERATIONS[name].inputs}
         scale_data.make_inputs(size_dir, points, zones_for(points), needed)
         for name in args.operations:
-            runs: dict[str, list[dict[str, Any]]] = {engine: [] for engine in ENGINES}
+            runs: dict[str, list[dict[str, Any]]] = {engine: [] for engine in VARIANTS}
+            load = list(os.getloadavg())
             for i in range(args.runs):
-                for engine in ENGINES if i % 2 == 0 else tuple(reversed(ENGINES)):
+                for engine in VARIANTS[i % len(VARIANTS) :] + VARIANTS[: i % len(VARIANTS)]:  # rotated per run
+                    output = size_dir / f"out_{engine}_{i}.parquet"
                     spec = {
                         "workspace": str(size_dir),
                         "operation": name,
                         "engine": engine,
-                        "output_name": f"out_{engine}_{i}.parquet",
+                        "output_name": output.name,
+                        "output": str(output),
                     }
-                    runs[engine].append(common.spawn(__file__, "run", spec))
+                    answer = common.spawn(__file__, "raw" if engine in RAW_ENGINES else "run", spec)
+                    answer["rows_out"] = _rows_out(output)
+                    runs[engine].append(answer)
                     _remove_outputs(size_dir)
-            row = {"points": points, "load_average": list(os.getloadavg())}
-            row.update({engine: _summary(runs[engine]) for engine in ENGINES})
+            row = {"points": points, "load_average": load}
+            row.update({engine: _summary(runs[engine]) for engine in VARIANTS})
             operations[name]["series"].append(row)
             print(
                 f"{name} {points:,}: geopandas {row['geopandas']['seconds_median']:.3f} s, "
@@ -141,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.child:
-        return common.child_main({"run": child}, *args.child)
+        return common.child_main({"run": child, "raw": raw}, *args.child)
     args.sizes = [int(s) for s in args.sizes.split(",")]
     args.operations = [s for s in args.operations.split(",") if s]
     load_before = list(os.getloadavg())
@@ -155,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": args.runs,
         "zones": "a tenth of the points, at least 10 (bench_vector's polygons)",
         "geopandas_preloaded": True,
+        "raw_engines": list(RAW_ENGINES),
         "operations": operations,
         "measured_at": started.isoformat(),
         "load_average_before": load_before,
