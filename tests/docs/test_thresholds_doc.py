@@ -77,7 +77,37 @@ def test_each_threshold_in_the_code_is_the_one_its_measurement_supports(operatio
     in_code = getattr(importlib.import_module(module_name), constant)
     assert supported is not None, f"{operation}: GeoPandas was faster at the largest size measured"
     assert in_code == supported, f"{entry['threshold_constant']} is {in_code:,}; the measurement supports {supported:,}"
-    # each series ran both engines at every size, each run on the engine it named
+    # each series ran both engines and the three raw ones at every size, each run on the engine it named, every run
+    # writing the same number of rows, and timed as a whole process too
     for row in entry["series"]:
         assert row["geopandas"]["engines_ran"] == ["geopandas"]
         assert row["duckdb"]["engines_ran"] == ["duckdb"]
+        for raw in ("geopandas", "duckdb", "sedonadb"):
+            assert row[f"raw_{raw}"]["engines_ran"] == [raw]
+        variants = ["geopandas", "duckdb", "raw_geopandas", "raw_duckdb", "raw_sedonadb"]
+        assert render_thresholds.rows_agree(row, variants), (operation, row["points"])
+        assert all(row[v]["process_seconds_median"] > row[v]["seconds_median"] for v in variants)
+
+
+def _timed(work: float, whole: float, rows: list[int]) -> dict[str, Any]:
+    return {"seconds_median": work, "process_seconds_median": whole, "rows_out": rows}
+
+
+def test_the_raw_comparison_picks_the_routed_engine_and_the_fastest_raw_one_each_way() -> None:
+    row = {
+        "points": 1000,
+        "raw_geopandas": _timed(0.10, 0.80, [47]),
+        "raw_duckdb": _timed(0.01, 0.50, [47]),
+        "raw_sedonadb": _timed(0.02, 0.45, [47]),
+    }
+    raw = ["raw_geopandas", "raw_duckdb", "raw_sedonadb"]
+    # fastest by work is DuckDB; by the whole process SedonaDB (its start-up is lighter here, on purpose)
+    assert render_thresholds.fastest_raw(row, raw, "seconds_median") == "raw_duckdb"
+    assert render_thresholds.fastest_raw(row, raw, "process_seconds_median") == "raw_sedonadb"
+    # DuckDB from the threshold on, GeoPandas below it and when no size supports DuckDB
+    assert render_thresholds.routed_engine(1000, 1000) == "duckdb"
+    assert render_thresholds.routed_engine(999, 1000) == "geopandas"
+    assert render_thresholds.routed_engine(10**6, None) == "geopandas"
+    assert render_thresholds.rows_agree(row, raw)
+    row["raw_sedonadb"]["rows_out"] = [47, 46]  # one run wrote a row fewer
+    assert not render_thresholds.rows_agree(row, raw)
