@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
+from pathlib import Path
 
 from mapsmith.hookspecs import hookimpl
 from mapsmith.registry import Availability, RegisterOperation, RegisterStack, StackSpec
@@ -81,7 +82,6 @@ def warm(environ: Mapping[str, str]) -> None:
 
     for name in WARM_MODULES:
         importlib.import_module(name)
-    warm_proj()
     from mapsmith.errors import MapSmithError
     from mapsmith.workspace import Workspace
     from mapsmith_opensource import duckdb_spatial
@@ -89,11 +89,14 @@ def warm(environ: Mapping[str, str]) -> None:
 
     duckdb_database()
     try:
-        root = Workspace.from_env(environ).root
+        root: Path | None = Workspace.from_env(environ).root
     except MapSmithError:
-        return
-    duckdb_spatial.prepare_spare(root, environ)
-    duckdb_spatial.wait_for_spare()
+        root = None
+    if root is not None:
+        duckdb_spatial.prepare_spare(root, environ)
+    warm_proj()  # last: should PROJ fail here, DuckDB is warm already (and the spare opens meanwhile)
+    if root is not None:
+        duckdb_spatial.wait_for_spare()
 
 
 def warm_proj() -> None:
