@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
-from pathlib import Path
 
 from mapsmith.hookspecs import hookimpl
 from mapsmith.registry import Availability, RegisterOperation, RegisterStack, StackSpec
@@ -76,8 +75,7 @@ WARM_MODULES = ("numpy", "pyproj", "shapely", "pyarrow.parquet", "duckdb")
 def warm(environ: Mapping[str, str]) -> None:
     """Import the engines, open this process's DuckDB database with spatial loaded, and open run_sql's first
     database for the service's workspace and settings (``duckdb_spatial.prepare_spare``): 0.2-0.3 s each, paid
-    once instead of in the first calls; and make PROJ's first PROJJSON parse and transformation (``warm_proj``).
-    Without a usable workspace setting, no spare: the call says why."""
+    once instead of in the first calls. Without a usable workspace setting, no spare: the call says why."""
     import importlib
 
     for name in WARM_MODULES:
@@ -89,26 +87,11 @@ def warm(environ: Mapping[str, str]) -> None:
 
     duckdb_database()
     try:
-        root: Path | None = Workspace.from_env(environ).root
+        root = Workspace.from_env(environ).root
     except MapSmithError:
-        root = None
-    if root is not None:
-        duckdb_spatial.prepare_spare(root, environ)
-    warm_proj()  # last: should PROJ fail here, DuckDB is warm already (and the spare opens meanwhile)
-    if root is not None:
-        duckdb_spatial.wait_for_spare()
-
-
-def warm_proj() -> None:
-    """PROJ's first CRS read from PROJJSON in a process, and the first transformation from such a CRS, take about
-    20 ms each whatever the CRS; later ones take well under a millisecond (measured after the rest of the warm-up:
-    22 and 22 ms, then 0.5 and 0.4 ms for another UTM zone's; an EPSG code read first does not spare them). Every
-    GeoParquet input's header read does both: its CRS from the footer's PROJJSON, its extent in longitude and
-    latitude (``io.inspect``). Done here, on a CRS of no caller's, they leave a first call's clock."""
-    import pyproj
-
-    utm = pyproj.CRS.from_user_input(pyproj.CRS.from_epsg(32631).to_json())
-    pyproj.Transformer.from_crs(utm, "EPSG:4326", always_xy=True)
+        return
+    duckdb_spatial.prepare_spare(root, environ)
+    duckdb_spatial.wait_for_spare()
 
 
 def dataset_io() -> object:
