@@ -93,7 +93,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def raw(spec: dict[str, Any]) -> dict[str, Any]:
-    """One raw engine's run (goal_children's, which imports and connects the engine before its clock)."""
+    """One raw engine's run (goal_children's, which imports and connects the engine before its clock). A raw engine
+    reports no status of its own: "ok" says only that the child returned its answer (``common.spawn`` stops the
+    benchmark on any other exit); whether its output agrees is the rows read back by the parent."""
     name = spec["engine"].removeprefix("raw_")
     out = getattr(goal_children, f"raw_{name}")(spec)
     return {"seconds": out["seconds"], "setup_seconds": out["setup_seconds"], "engine_ran": name, "status": "ok"}
