@@ -11,8 +11,9 @@ Local grid in EPSG:32610 (x0 = 500,000 E, y0 = 5,000,000 N), a unit a metre:
 Worked by hand: Z1 holds Q0, Z2 holds Q1 and Q2: counts [1, 2], 3 points counted, 3 in no polygon (one of
 them without geometry), none in several. Z2's values are NaN (left out, counted as null) and 5. The traps are
 the same layers with a point on the shared edge (R (100,20)) and with overlapping zones: then a point may be
-in two polygons and SedonaDB counts each point at its first polygon (DuckDB groups every point), with the counts
-worked out below.
+in two polygons and the engines group the matched points by point (points_in_polygons_sql.grouped_sql), or, on
+SedonaDB beyond GROUPED_MAX_POINTS points (``sedonadb-first`` below: the limit set to 0), count each point at its
+first polygon, with the counts worked out below.
 """
 
 from __future__ import annotations
@@ -31,13 +32,19 @@ from layers import manifest, read, write_layer
 
 X0, Y0 = 500_000, 5_000_000
 UTM = "EPSG:32610"
-ENGINES = [
-    "duckdb",
-    pytest.param(
-        "sedonadb",
-        marks=pytest.mark.skipif(importlib.util.find_spec("sedonadb") is None, reason="SedonaDB not installed"),
-    ),
-]
+SEDONADB = pytest.mark.skipif(importlib.util.find_spec("sedonadb") is None, reason="SedonaDB not installed")
+ENGINES = ["duckdb", pytest.param("sedonadb", marks=SEDONADB), pytest.param("sedonadb-first", marks=SEDONADB)]
+NAME = {"duckdb": "duckdb", "sedonadb": "sedonadb", "sedonadb-first": "sedonadb"}
+
+
+@pytest.fixture(autouse=True)
+def first_polygon_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sedonadb-first``: SedonaDB with GROUPED_MAX_POINTS at 0, so that it counts each point at its first polygon."""
+    from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
+
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("engine") == "sedonadb-first":
+        monkeypatch.setattr(sql, "GROUPED_MAX_POINTS", 0)
 
 
 def g(x: float, y: float) -> tuple[float, float]:
@@ -101,8 +108,8 @@ def test_count_without_grouping_by_point_gives_the_hand_counts(
     make_app: Callable[..., Any], workspace: Path, engine: str
 ) -> None:
     write_case(workspace)
-    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "c.parquet"})
-    assert result.engine["name"] == engine
+    result = make_app(MAPSMITH_ENGINE=NAME[engine]).run("count_in_polygons", {**ARGS, "output_path": "c.parquet"})
+    assert result.engine["name"] == NAME[engine]
     assert "no point can be in two polygons, so none was grouped by point" in _path_note(workspace, "c.parquet")
     assert read(workspace / "c.parquet")["point_count"].tolist() == [1, 2]
     expected = {
@@ -136,8 +143,10 @@ def test_summary_without_grouping_by_point_leaves_out_nan(
 
     write_case(workspace)
     args = {**ARGS, "field": "v", "statistics": "mean,sum,min,max,count"}
-    result = make_app(MAPSMITH_ENGINE=engine).run("summarize_points_in_polygons", {**args, "output_path": "s.parquet"})
-    assert result.engine["name"] == engine
+    result = make_app(MAPSMITH_ENGINE=NAME[engine]).run(
+        "summarize_points_in_polygons", {**args, "output_path": "s.parquet"}
+    )
+    assert result.engine["name"] == NAME[engine]
     assert "none was grouped by point" in _path_note(workspace, "s.parquet")
     out = read(workspace / "s.parquet")
     assert out["v_count"].tolist() == [1, 1]  # Z2: Q1's NaN left out
@@ -152,18 +161,18 @@ def test_summary_without_grouping_by_point_leaves_out_nan(
 
 
 FIRST_PATH = "counting each point once at its first polygon"
-GROUPED_PATH = "per polygon and per point (GROUP BY GROUPING SETS)"
-PATH = {"sedonadb": FIRST_PATH, "duckdb": GROUPED_PATH}  # DuckDB groups every point (aggregate's by_first_polygon)
+GROUPED_PATH = "per polygon and per point in one query (GROUP BY GROUPING SETS)"
+PATH = {"sedonadb-first": FIRST_PATH, "sedonadb": GROUPED_PATH, "duckdb": GROUPED_PATH}
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_point_on_a_shared_edge(make_app: Callable[..., Any], workspace: Path, engine: str) -> None:
     """Trap: R (100,20) on the edge Z1 and Z2 share is in both: counts [2, 3], R counted twice, once in each. The
-    per-polygon query finds a point on a boundary, so SedonaDB counts each point at its first polygon (R at Z1, in
-    neither interior: on a shared boundary), DuckDB groups every point."""
+    per-polygon query finds a point on a boundary, so the points are grouped, or counted at their first polygon
+    (R at Z1, in neither interior: on a shared boundary)."""
     write_case(workspace, extra=[(Point(g(100, 20)), 4.0)])
-    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "e.parquet"})
-    assert result.engine["name"] == engine
+    result = make_app(MAPSMITH_ENGINE=NAME[engine]).run("count_in_polygons", {**ARGS, "output_path": "e.parquet"})
+    assert result.engine["name"] == NAME[engine]
     assert PATH[engine] in _path_note(workspace, "e.parquet")
     assert read(workspace / "e.parquet")["point_count"].tolist() == [2, 3]
     assert result.answer["points_in_several_polygons"] == 1
@@ -195,8 +204,8 @@ def test_overlapping_zones_group_only_the_points_in_the_overlap(
     make_app: Callable[..., Any], workspace: Path, engine: str
 ) -> None:
     write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
-    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "o.parquet"})
-    assert result.engine["name"] == engine
+    result = make_app(MAPSMITH_ENGINE=NAME[engine]).run("count_in_polygons", {**ARGS, "output_path": "o.parquet"})
+    assert result.engine["name"] == NAME[engine]
     assert PATH[engine] in _path_note(workspace, "o.parquet")
     assert read(workspace / "o.parquet")["point_count"].tolist() == [5, 6]
     assert {k: result.answer[k] for k in OVERLAP_ANSWER} == OVERLAP_ANSWER
@@ -212,8 +221,8 @@ def test_a_shared_region_of_an_area_and_a_line(make_app: Callable[..., Any], wor
     boundary they share."""
     zones = [box(*g(0, 0), *g(100, 100)), box(*g(80, 0), *g(200, 100)), box(*g(100, 100), *g(120, 120))]
     write_case(workspace, zones=zones, extra=[(Point(g(90, 50)), 3.0), (Point(g(110, 100)), 4.0)])
-    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "c.parquet"})
-    assert result.engine["name"] == engine
+    result = make_app(MAPSMITH_ENGINE=NAME[engine]).run("count_in_polygons", {**ARGS, "output_path": "c.parquet"})
+    assert result.engine["name"] == NAME[engine]
     assert PATH[engine] in _path_note(workspace, "c.parquet")
     assert read(workspace / "c.parquet")["point_count"].tolist() == [2, 4, 1]
     expected = {
@@ -237,7 +246,9 @@ def test_summary_over_overlapping_zones(make_app: Callable[..., Any], workspace:
 
     write_case(workspace, zones=OVERLAP_ZONES, extra=[*IN_OVERLAP, (Point(g(95, 50)), math.nan)])
     args = {**ARGS, "field": "v", "statistics": "mean,sum,min,max,count"}
-    result = make_app(MAPSMITH_ENGINE=engine).run("summarize_points_in_polygons", {**args, "output_path": "s.parquet"})
+    result = make_app(MAPSMITH_ENGINE=NAME[engine]).run(
+        "summarize_points_in_polygons", {**args, "output_path": "s.parquet"}
+    )
     assert PATH[engine] in _path_note(workspace, "s.parquet")
     out = read(workspace / "s.parquet")
     assert out["v_count"].tolist() == [5, 5]
@@ -261,15 +272,29 @@ def test_a_one_row_points_file_over_overlapping_zones(
     mistypes some plans over a one-row file: 'st_setsrid(binary, int64): No kernel')."""
     write_case(workspace, zones=OVERLAP_ZONES)
     write_layer(workspace / "points.parquet", [Point(g(95, 50))], UTM, pid=["A"], v=[3.0])
-    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "one.parquet"})
-    assert result.engine["name"] == engine
+    result = make_app(MAPSMITH_ENGINE=NAME[engine]).run("count_in_polygons", {**ARGS, "output_path": "one.parquet"})
+    assert result.engine["name"] == NAME[engine]
     assert "engine path: direct, aggregated" in _path_note(workspace, "one.parquet")
     assert read(workspace / "one.parquet")["point_count"].tolist() == [1, 1]
     expected = {"points": 1, "points_counted": 1, "points_in_several_polygons": 1, "points_in_overlapping_polygons": 1}
     assert {k: result.answer[k] for k in expected} == expected
 
 
-SEDONADB = pytest.mark.skipif(importlib.util.find_spec("sedonadb") is None, reason="SedonaDB not installed")
+@SEDONADB
+@pytest.mark.parametrize(("limit", "path"), [(10, GROUPED_PATH), (9, FIRST_PATH)])
+def test_sedonadb_groups_up_to_grouped_max_points(
+    make_app: Callable[..., Any], workspace: Path, monkeypatch: pytest.MonkeyPatch, limit: int, path: str
+) -> None:
+    """OVERLAP_ZONES with their ten points: with GROUPED_MAX_POINTS at 10 SedonaDB groups them by point, at 9 it
+    counts each at its first polygon; the same hand counts either way."""
+    from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
+
+    monkeypatch.setattr(sql, "GROUPED_MAX_POINTS", limit)
+    write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
+    result = make_app(MAPSMITH_ENGINE="sedonadb").run("count_in_polygons", {**ARGS, "output_path": "t.parquet"})
+    assert path in _path_note(workspace, "t.parquet")
+    assert read(workspace / "t.parquet")["point_count"].tolist() == [5, 6]
+    assert {k: result.answer[k] for k in OVERLAP_ANSWER} == OVERLAP_ANSWER
 
 
 @SEDONADB
@@ -280,6 +305,8 @@ def test_inconsistent_neighbour_tests_fall_back_to_grouping_every_point(
     would) make every pair a first one: 11 points counted of 11 pairs, 4 of them in several polygons, which cannot
     be (each has two pairs at least). The check catches it and every point is grouped, with the hand counts."""
     from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
+
+    monkeypatch.setattr(sql, "GROUPED_MAX_POINTS", 0)  # the first-polygon path
 
     real = sql.neighbours
     monkeypatch.setattr(sql, "neighbours", lambda *a: (np.full(2, None, dtype=object), real(*a)[1]))
@@ -300,6 +327,8 @@ def test_past_the_first_polygon_limits_every_point_is_grouped(
     send the run to the grouping of every point: the same hand counts."""
     from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
 
+    monkeypatch.setattr(sql, "GROUPED_MAX_POINTS", 0)  # the first-polygon path
+
     monkeypatch.setattr(sql, setting, value)
     write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
     result = make_app(MAPSMITH_ENGINE="sedonadb").run("count_in_polygons", {**ARGS, "output_path": "l.parquet"})
@@ -314,6 +343,8 @@ def test_only_the_points_on_their_first_polygons_boundary_are_asked_again(
     """In OVERLAP_ZONES, B (100,20) and D (95,0) are in both zones and on the boundary of Z1, their first: they are
     the two points asked again (B inside Z2, D inside neither); A and C are inside Z1 and are not."""
     from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
+
+    monkeypatch.setattr(sql, "GROUPED_MAX_POINTS", 0)  # the first-polygon path
 
     asked: list[list[tuple[float, float]]] = []
     real = sql.interior_sql
@@ -385,7 +416,7 @@ def test_overlapping_multipolygon_zones(make_app: Callable[..., Any], workspace:
 
     zones = [OVERLAP_ZONES[0], MultiPolygon([OVERLAP_ZONES[1], box(*g(300, 0), *g(400, 100))])]
     write_case(workspace, zones=zones, extra=[*IN_OVERLAP, (Point(g(350, 50)), 2.0)])
-    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "mp.parquet"})
+    result = make_app(MAPSMITH_ENGINE=NAME[engine]).run("count_in_polygons", {**ARGS, "output_path": "mp.parquet"})
     assert PATH[engine] in _path_note(workspace, "mp.parquet")
     assert read(workspace / "mp.parquet")["point_count"].tolist() == [5, 7]
     expected = {
@@ -411,6 +442,21 @@ def test_interiors_disjoint_by_hand() -> None:
     assert not interiors_disjoint([a, box(0.5, 0.5, 1.5, 1.5)])  # overlap
     assert not interiors_disjoint([box(0, 0, 4, 4), box(1, 1, 2, 2), box(10, 10, 11, 11)])  # one inside another
     assert not interiors_disjoint([a, box(0, 0, 1, 1)])  # the same square twice
+    assert interiors_disjoint([a, None, edge])  # a polygon without geometry meets none
+
+
+@pytest.mark.parametrize("first_block", [1, 2, 256])
+def test_interiors_disjoint_in_blocks(monkeypatch: pytest.MonkeyPatch, first_block: int) -> None:
+    """Eight unit squares in a row, each sharing an edge with the next: interiors disjoint across every block. With
+    the last one moved half a unit left it overlaps the seventh: the pair (6, 7) is tested in the block holding 6,
+    the last block whatever its first size (blocks from 1: 0, 1-2, 3-6, 7; from 2: 0-1, 2-5, 6-7)."""
+    from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
+
+    monkeypatch.setattr(sql, "FIRST_BLOCK", first_block)
+    row = [box(n, 0, n + 1, 1) for n in range(8)]
+    assert sql.interiors_disjoint(row)
+    assert not sql.interiors_disjoint([*row[:7], box(6.5, 0, 7.5, 1)])
+    assert not sql.interiors_disjoint([box(0.5, 0, 1.5, 1), *row[1:]])  # the pair (0, 1), in the first block
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -424,8 +470,8 @@ def test_a_multipoint_across_two_zones_takes_the_grouping_sets_query(
     from shapely.geometry import MultiPoint
 
     write_case(workspace, extra=[(MultiPoint([g(20, 20), g(180, 20)]), 3.0)])
-    result = make_app(MAPSMITH_ENGINE=engine).run("count_in_polygons", {**ARGS, "output_path": "m.parquet"})
-    assert result.engine["name"] == engine
+    result = make_app(MAPSMITH_ENGINE=NAME[engine]).run("count_in_polygons", {**ARGS, "output_path": "m.parquet"})
+    assert result.engine["name"] == NAME[engine]
     assert "GROUP BY GROUPING SETS" in _path_note(workspace, "m.parquet")
     assert read(workspace / "m.parquet")["point_count"].tolist() == [2, 3]
     assert (result.answer["points_counted"], result.answer["points_in_several_polygons"]) == (4, 1)

@@ -1,6 +1,7 @@
 """count_in_polygons and summarize_points_in_polygons on DuckDB and SedonaDB take points_path's missing and invalid
-counts from the facts its header read kept (points_in_polygons_sql.kept_point_facts), and test no point's validity
-again when those facts found none invalid; the counts and the record are the ones worked by hand.
+counts from the facts its header read kept (points_in_polygons_sql.kept_point_facts) and test no point's validity
+again; the invalid ones are named by reading them again (first_invalid_points); the counts and the record are the
+ones worked by hand.
 
 A points file whose footer declares Point and no bbox (as DuckDB writes it) is scanned by the header read for its
 extent, which counts the points' validity too (layer_facts). Local grid in EPSG:32610 (x0 = 500,000 E,
@@ -11,8 +12,9 @@ y0 = 5,000,000 N), a unit a metre:
             Q4 (900,900) in no zone, v 9; Q5 (150, NaN), invalid (GEOS: Invalid Coordinate), meets no zone, v 2
 
 Worked by hand: counts [1, 2]; 6 points, 3 counted, 1 without geometry, 1 invalid (feature 5). With R (100,20) on
-the shared edge as well (the per-point grouping query): counts [2, 3], 7 points. The clean twin drops Q5: counts
-[1, 2], 5 points, none invalid. Weighted mean of v with every weight 1: Z1 1.0 (Q0), Z2 5.0 (Q2; Q1's NaN left out).
+the shared edge as well (the grouping by point, points_in_polygons_sql.grouped_sql): counts [2, 3], 7 points. The
+clean twin drops Q5: counts [1, 2], 5 points, none invalid. Weighted mean of v with every weight 1: Z1 1.0 (Q0),
+Z2 5.0 (Q2; Q1's NaN left out).
 """
 
 from __future__ import annotations
@@ -67,13 +69,15 @@ def write_case(workspace: Path, *, invalid: bool = True, edge: bool = False) -> 
 
 @pytest.fixture
 def spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
-    """What kept_point_facts and kept_valid answered during the run."""
+    """What kept_point_facts answered, and the scans of the points' facts run, during the run."""
     from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
 
-    seen: dict[str, list[Any]] = {"kept": [], "valid": []}
-    kept, valid = sql.kept_point_facts, sql.kept_valid
+    seen: dict[str, list[Any]] = {"kept": [], "scans": []}
+    kept, scan = sql.kept_point_facts, sql.points_scan_sql
     monkeypatch.setattr(sql, "kept_point_facts", lambda p: seen["kept"].append(kept(p)) or seen["kept"][-1])
-    monkeypatch.setattr(sql, "kept_valid", lambda *a: seen["valid"].append(valid(*a)) or seen["valid"][-1])
+    monkeypatch.setattr(
+        sql, "points_scan_sql", lambda *a, **k: seen["scans"].append(scan(*a, **k)) or seen["scans"][-1]
+    )
     return seen
 
 
@@ -89,7 +93,7 @@ def _validity(workspace: Path, name: str) -> dict[str, Any]:
 @pytest.mark.parametrize("invalid", [True, False], ids=["with the invalid point", "clean twin"])
 @pytest.mark.parametrize("edge", [False, True], ids=["plain queries", "grouping by point"])
 @pytest.mark.parametrize("engine", ENGINES)
-def test_count_takes_the_kept_counts_and_tests_points_again_only_when_one_is_invalid(
+def test_count_takes_the_kept_counts_and_tests_no_point_again(
     make_app: Callable[..., Any], workspace: Path, spied: dict[str, list[Any]], engine: str, edge: bool, invalid: bool
 ) -> None:
     write_case(workspace, invalid=invalid, edge=edge)
@@ -99,13 +103,15 @@ def test_count_takes_the_kept_counts_and_tests_points_again_only_when_one_is_inv
     points = 5 + edge + invalid
     assert (result.answer["points"], result.answer["points_without_geometry"]) == (points, 1)
     assert [(f.rows, f.missing, f.invalid) for f in spied["kept"]] == [(points, 1, int(invalid))]
+    # one scan of the points' facts, which reads the kept counts and no geometry (no ST_IsValid, no ST_IsEmpty)
+    (scan,) = spied["scans"]
+    assert f"CAST(1 AS BIGINT) AS missing, CAST({int(invalid)} AS BIGINT) AS bad" in scan
+    assert "ST_" not in scan
     check = _validity(workspace, "c.parquet")
-    if invalid:  # validity tested per point, and the invalid point named
-        assert spied["valid"] and "TRUE" not in spied["valid"]
+    if invalid:  # the invalid point named (read again by streaming: first_invalid_points)
         assert check["passed"] is False
         assert f"1 of {points} geometries invalid (first feature indices [5]; Invalid Coordinate)" in check["detail"]
-    else:  # the clean twin: no point tested again
-        assert set(spied["valid"]) == {"TRUE"}
+    else:
         assert check["passed"] is True
 
 

@@ -209,24 +209,24 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
     how = "grouped"
     kept = sql.kept_point_facts(path)
     # Both layers' CRS are equal (eligibility); SedonaDB compares CRS by name, so both sides go without one.
-    # The point ids number the points only to tell them apart (a point in several polygons), not by position.
-    relation = (
-        f"(SELECT row_number() OVER () - 1 AS id, ST_SetSRID({g}, 0) AS g, {sql.as_double(value_field)} AS v, "
-        f"{sql.point_flags(g, sql.kept_valid(kept))} FROM {points})"
-    )
     try:
         read_parquet(sd, parts.dataset_files(path)).to_view(points)
+        scan = sql.points_scan_sql(points, g, sql.as_double(value_field), kept=kept)
         if len(polygons) == 0:  # nothing to match (and SedonaDB cannot type an empty WKB column)
-            scan = sql.points_scan_sql(points, g, sql.as_double(value_field), kept=kept)
             found = sql.read_point_facts(sd.sql(scan).to_arrow_table(), 0)
         else:
             # WHERE: a null geometry meets no polygon anyway, and without a filter SedonaDB 0.5 plans a one-row
-            # file's projection with the column's type lost ("st_setsrid(binary, int64): No kernel")
+            # file's projection with the column's type lost ("st_setsrid(binary, int64): No kernel"). The point
+            # ids number the points only to tell them apart (a point in several polygons), not by position.
             light = (
                 f"(SELECT ST_SetSRID({g}, 0) AS g, {sql.as_double(value_field)} AS v FROM {points} "
                 f"WHERE {g} IS NOT NULL)"
             )
-            scan = sql.points_scan_sql(points, g, sql.as_double(value_field), kept=kept)
+            relation = (
+                f"(SELECT row_number() OVER () - 1 AS id, ST_SetSRID({g}, 0) AS g, {sql.as_double(value_field)} AS v "
+                f"FROM {points} WHERE {g} IS NOT NULL)"
+            )
+            rows = ctx.inputs["points_path"].feature_count
             found, how = sql.aggregate(
                 lambda q: sd.sql(q).to_arrow_table(),
                 relation,
@@ -235,7 +235,8 @@ def _aggregated_in_sedonadb(ctx: RunContext, new_fields: list[str], value_field:
                 scan,
                 polygons.geometry,
                 sql.single_points(ctx.inputs["points_path"].geometry_types),
-                by_first_polygon=True,
+                by_first_polygon=rows is None or rows > sql.GROUPED_MAX_POINTS,
+                values=value_field is not None,
             )
     finally:
         for name in (points, zones):

@@ -27,10 +27,11 @@ ENGINE = "duckdb"
 # overlapping polygons, CPU seconds of the whole process (the 2 shared cores were loaded, load average
 # 10-12, so wall times meant nothing): at 300,000 points DuckDB 4.4 s, GeoPandas 3.6 s, SedonaDB 3.5 s; at
 # 1,000,000 DuckDB 11.4 s, GeoPandas 6.7 s, SedonaDB 6.1 s. Inside the query at 1,000,000 (A/B on the same
-# data, CPU): the inner join and GROUP BY 5.5 s, + the LEFT join, the per-point grouping set and validity
-# 2.5 s, + ST_Contains on every pair 3.4 s (DuckDB does not prepare the polygon). It used the least memory
-# (488 MiB peak against 763 MiB for GeoPandas at 1,000,000) and is the engine to force where SedonaDB is not
-# installed and memory is short; forcing it is what the engine-parity tests do.
+# data, CPU, with the query before points_in_polygons_sql.grouped_sql, which joined every point): the inner
+# join and GROUP BY 5.5 s, + the LEFT join, the per-point grouping set and validity 2.5 s, + ST_Contains on
+# every pair 3.4 s (DuckDB does not prepare the polygon). It used the least memory (488 MiB peak against
+# 763 MiB for GeoPandas at 1,000,000) and is the engine to force where SedonaDB is not installed and memory
+# is short; forcing it is what the engine-parity tests do.
 
 
 def eligible(ctx: RunContext) -> str | None:
@@ -85,11 +86,8 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
     require_valid(ctx, polygons, "input_path", shared.UNDEFINED_ON_INVALID)
     source, row_id = sql.duckdb_points_source(path)
     g = f"{sql.quote(geometry)}::GEOMETRY"  # the CRS dropped: both layers' are equal (eligibility)
-    kept = sql.kept_point_facts(path)
-    relation = (
-        f"(SELECT {row_id} AS id, {g} AS g, {sql.as_double(value_field)} AS v, "
-        f"{sql.point_flags(g, sql.kept_valid(kept, valid_sql(g)))} FROM {source})"
-    )
+    value = sql.as_double(value_field)
+    scan = sql.points_scan_sql(source, g, value, valid_sql(g), sql.kept_point_facts(path))
     zones = f"mapsmith_polygons_{uuid.uuid4().hex}"
     con = duckdb_database().cursor()  # a cursor of its own: its registered table is seen by no other run
     how = "grouped"
@@ -105,20 +103,18 @@ def _aggregated(ctx: RunContext, new_fields: list[str], value_field: str | None)
 
     try:
         if len(polygons) == 0:
-            scan = sql.points_scan_sql(source, g, sql.as_double(value_field), valid_sql(g), kept)
             found = sql.read_point_facts(con.execute(scan).to_arrow_table(), 0)
         else:
-            light = f"(SELECT {g} AS g, {sql.as_double(value_field)} AS v FROM {source})"
-            scan = sql.points_scan_sql(source, g, sql.as_double(value_field), valid_sql(g), kept)
             found, how = sql.aggregate(
                 lambda q: con.execute(q).to_arrow_table(),
-                relation,
-                light,
+                f"(SELECT {row_id} AS id, {g} AS g, {value} AS v FROM {source})",
+                f"(SELECT {g} AS g, {value} AS v FROM {source})",
                 register,
                 scan,
                 polygons.geometry,
                 sql.single_points(ctx.inputs["points_path"].geometry_types),
                 by_first_polygon=False,
+                values=value_field is not None,
             )
     finally:
         con.close()

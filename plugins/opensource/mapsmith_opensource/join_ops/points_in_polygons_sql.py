@@ -1,12 +1,10 @@
 """count_in_polygons and summarize_points_in_polygons aggregated inside a SQL engine (SedonaDB or DuckDB).
 
-One query per run reads the points from their GeoParquet file, matches them with the polygons and
-aggregates the matches twice in one pass -- ``GROUP BY GROUPING SETS ((polygon), (point))`` -- so what
-comes back is one row per polygon (its count and statistics) and one row of facts about the points (how
-many, how many without geometry, invalid or without a value, how many counted, in several polygons,
-inside polygons that overlap). No (polygon, point) pair and no point reaches Python, and the points'
-validity is counted by the same query that matches them. The SQL is the dialect DuckDB and SedonaDB
-(DataFusion) share; each engine supplies its own two relations (``points`` and ``zones`` below).
+The engine reads the points from their GeoParquet file, matches them with the polygons and aggregates the matches
+in SQL, so what comes back is one row per polygon (its count and statistics) and one row of facts about the points
+(how many, how many without geometry, invalid or without a value, how many counted, in several polygons, inside
+polygons that overlap). No (polygon, point) pair and no point reaches Python. The SQL is the dialect DuckDB and
+SedonaDB (DataFusion) share; each engine supplies its own relations (``points``, ``light`` and ``zones`` below).
 
 The statistics are points_in_polygons.write_summary's, from per-polygon aggregates instead of pairs:
 this module must never compute one differently from the GeoPandas engine (nulls and NaN left out and
@@ -14,42 +12,46 @@ counted, sum and count 0 over no values, mean/min/max empty), nor count a point 
 weighted_mean is not computed here (its refusals of negative or infinite weights live in
 aggregation.weighted_mean_by_group, which works on pairs): a run asking for it takes the pairs path.
 
-The grouping by point is there only to find the points that fall in several polygons, and it is costly.
-Measured for issue 22 on 1,000,000 points and benchmarks/scale_data.make_parcels' 10,000 edge-sharing squares,
-whole MapSmith runs, CPU seconds of the process (medians of 3, interleaved, load average 7-14 from a benchmark
-beside them): SedonaDB 5.15 s by the two plain queries against 6.11 s by the GROUPING SETS one, DuckDB 7.57 s
-against 10.09 s; the same answers.
-So ``aggregate`` first asks whether any point can be in two polygons. When the layer holds single points
-(a multipoint's members can lie in two polygons' interiors) and the polygons' interiors are pairwise
-disjoint (tested here, in GEOS, on the polygons already read), a point in two polygons lies on the boundary
-of one of them, and the per-polygon query counts the pairs whose point is not in the polygon's interior.
-With none, no point is in two polygons, the per-polygon rows are the whole answer and a second, plain scan
-counts the points' facts.
+Three paths (``aggregate``), each two queries: the matches aggregated, and a scan of the points' facts
+(points_scan_sql: counts only, and no geometry read at all when the header read kept them, kept_point_facts).
+- "plain": when the layer holds single points (a multipoint's members can lie in two polygons' interiors) and the
+  polygons' interiors are pairwise disjoint (tested here, in GEOS, on the polygons already read), a point in two
+  polygons lies on the boundary of one of them, so the per-polygon query (polygon_rows_sql) also counts the pairs
+  whose point is not in its polygon's interior. With none, no point is in two polygons and its rows are the answer.
+- "grouped" (grouped_sql): the matched pairs are aggregated twice in one pass, ``GROUP BY GROUPING SETS
+  ((polygon), (point))``; the point grouping gives each matched point's number of polygons and whether one holds
+  it in its interior. Only matched pairs are grouped. Fast, but it holds a group per matched point.
+- "first" (SedonaDB, single points, more than GROUPED_MAX_POINTS of them): no point is grouped. Each point is
+  counted once, at its first polygon (the lowest-numbered polygon it meets). A point meets another polygon only if
+  that polygon meets this one, so a pair (i, point) is the point's first exactly when the point meets none of i's
+  lower-numbered neighbours, and the point is in several polygons exactly when, besides, it meets one of i's
+  higher-numbered neighbours. Each polygon carries its lower and its higher neighbours as two geometry collections
+  of the original polygons (neighbours: no overlay, so no rounding), tested with the same ST_Intersects as the
+  join: per polygon the query sums the pairs that are a point's first (the points counted) and those of a point in
+  several polygons. A point in several polygons lies inside overlapping ones when it is in the interior of one of
+  them (pair_counts); when it is not in its first polygon's interior, the query returns it, and a small second
+  query over those points alone (interior_sql) asks whether any polygon holds it in its interior. A pair's
+  neighbour tests cost in proportion to the coordinates of its polygon's neighbours, so where the polygons overlap
+  more (FIRST_POLYGON_MAX_COORDINATES, measured) the points are grouped instead. DuckDB always groups: the
+  first-polygon query made whole runs slower there (1,000,000 points, warm, two runs each: 3.93 and 4.18 s
+  against 2.97 and 3.22 s grouped).
 
-Otherwise, for single points, no point is grouped at all: each point is counted once, at its first polygon
-(the lowest-numbered polygon it meets). A point meets another polygon only if that polygon meets this one, so a
-pair (i, point) is the point's first exactly when the point meets none of i's lower-numbered neighbours, and the
-point is in several polygons exactly when, besides, it meets one of i's higher-numbered neighbours. Each polygon
-carries its lower and its higher neighbours as two geometry collections of the original polygons (neighbours:
-no overlay, so no rounding), tested with the same ST_Intersects as the join: per polygon the query sums the
-pairs that are a point's first (the points counted) and those of a point in several polygons. A point in several
-polygons lies inside overlapping ones when it is in the interior of one of them (pair_counts); when it is not
-in its first polygon's interior, the query returns it, and a small second query over those points alone
-(interior_sql) asks whether any polygon holds it in its interior. Measured on 10,000,000 points and
-benchmarks/scale_data.make_inputs' 10,000 overlapping zones (2,034,849 points in two or more; 3.2 neighbours
-per zone on average, 14 at most), SedonaDB, the query alone, one run each in one process, load about 1:
-a raw count (join and GROUP BY zone) 5.8 s, the per-polygon query 6.1 s, by first polygon 11.0 s, grouping the
-points in a shared region one by one (the path this replaced) 14.7 s; at 1,000,000 points 0.68, 0.52 and 1.57 s,
-and the replaced path's query 2.65 s inside a profiled run (/tmp scratch scripts, not in the repo). Whole runs, warm,
-interleaved with the replaced path in fresh processes: count_in_polygons at 1,000,000 points 3.85, 2.76, 2.32 s ->
-1.90, 1.85, 1.90 s; at 10,000,000 18.22, 16.22 s -> 11.58, 11.52 s; summarize_points_in_polygons 2.91, 2.44, 2.63 s
--> 1.96, 1.84, 1.96 s and 18.78, 19.03 s -> 12.78, 13.35 s. A pair's neighbour tests cost in proportion to the
-coordinates of its polygon's neighbours, so where the polygons overlap more (FIRST_POLYGON_MAX_COORDINATES, measured)
-every point is grouped instead (aggregate_sql). DuckDB groups every point: its grouping by point is cheaper, and the
-first-polygon query made whole runs slower there (1,000,000 points, MAPSMITH_ENGINE=duckdb, warm, two runs each: 3.93
-and 4.18 s against 2.97 and 3.22 s grouped). Multipoints take the GROUPING SETS query: a multipoint's members may meet
-two polygons that do not meet each other. Each query reads the points once: SedonaDB 0.5 loses a geometry column's
-type when a plan reads the same relation twice ("st_setsrid(binary, int64): No kernel").
+Measured for issue 22 on benchmarks/scale_data.make_inputs' points and 10,000 overlapping zones (3.2 neighbours per
+zone), SedonaDB, the aggregating query alone, in one process (/tmp/s28/loc.py, not in the repo). At 1,000,000
+points, medians of 4 interleaved runs, load 1.2-1.6: grouped_sql 0.88 s, the first-polygon query 1.46 s, the
+grouping it replaced (a LEFT join of every point, with its validity flags, in the same grouping) 1.43 s; a bare join
+and count 0.45-0.54 s. With the zones scaled about their centres to meet more (scale 2 and 4: 3.3 and 13.1 million
+pairs) grouped_sql still beat the replaced grouping: 2.06-2.58 s and 6.2 s against 1.96-3.48 s and 7.1 s. At
+10,000,000 points, one run each in its own process: grouped_sql 10.0 s at a peak of 2.4 GiB, 7.7 s and 1.9 GiB
+without the value statistics (count_in_polygons), the first-polygon query 10.7 s and 0.60 GiB, a bare join and
+count 4.4 s and 0.56 GiB. Whole count_in_polygons runs through MapSmith (warm, fresh processes, two each,
+interleaved, load 0.8-1.7): at 1,000,000 points grouped 1.73, 1.61 s against 2.35, 2.19 s first, peak RSS 0.57
+GiB both ways; at 10,000,000 grouped 11.5, 10.5 s at 2.1 GiB against 11.9, 12.3 s at 0.74 GiB: hence
+GROUPED_MAX_POINTS. On DuckDB (three runs) grouped_sql took 2.03-2.07 s and the scan 0.10-0.11 s, against 2.26-2.51
+s for the replaced grouping. Grouping by the points' coordinates instead of an id needs count(DISTINCT polygon) for
+duplicate points, and was slower. The plain query (1,000,000 points in 100,000 parcels) took 0.86-1.06 s against
+1.29-1.94 s grouped. Each query reads the points once: SedonaDB 0.5 loses a geometry column's type when a plan
+reads the same relation twice ("st_setsrid(binary, int64): No kernel").
 """
 
 from __future__ import annotations
@@ -66,10 +68,8 @@ if TYPE_CHECKING:
     from mapsmith.runner import RunContext
     from mapsmith.verify.facts import OutputFacts
 
-# The key of the one row of facts about the points (polygon rows are numbered from 0), and of the
-# group of points that met no polygon in the (polygon) grouping set, which is not a polygon.
+# The key of the one row of facts about the points (polygon rows are numbered from 0).
 POINT_FACTS = -1
-NO_POLYGON = -2
 
 
 def quote(name: str) -> str:
@@ -83,52 +83,50 @@ def as_double(name: str | None) -> str:
     return f"CASE WHEN isnan(CAST({quote(name)} AS DOUBLE)) THEN NULL ELSE CAST({quote(name)} AS DOUBLE) END"
 
 
-def point_flags(geometry: str, valid: str | None = None) -> str:
-    """The per-point columns the aggregate reads, from a geometry expression: ``missing`` (null or
-    empty) and ``bad`` (present but not valid), each 0 or 1. ``valid``: the engine's faster expression for
-    ``ST_IsValid(geometry)`` where it has one (DuckDB: duckdb_spatial.valid_sql)."""
-    g = geometry
-    # Each geometry function appears once: SedonaDB 0.5 (DataFusion) pulls a repeated call out as a common
-    # subexpression and loses the column's geometry type on the way ("st_isempty(binary): No kernel
-    # matching arguments"). An empty geometry is valid and a null one's validity is null, counted as 0.
-    return (
-        f"CASE WHEN {g} IS NULL OR ST_IsEmpty({g}) THEN 1 ELSE 0 END AS missing, "
-        f"CASE WHEN NOT {valid or f'ST_IsValid({g})'} THEN 1 ELSE 0 END AS bad"
-    )
+def grouped_sql(points: str, zones: str, values: bool = True) -> str:
+    """Per polygon (k its row) the polygon_rows_sql columns but ``edge``, and one more row (k = POINT_FACTS) with
+    ``counted`` (the points that met a polygon), ``several`` (in more than one) and ``overlapping`` (of those, the
+    ones some polygon holds in its interior). ``points`` has id (distinct per point), g and v; ``zones`` n and g.
+    ``values``: False when v is null throughout (count_in_polygons): its statistics are then constants, and each
+    group holds two aggregates instead of eight (the grouping holds a group per matched point).
 
-
-def aggregate_sql(points_relation: str, zones: str) -> str:
-    """The one query. ``points_relation`` has columns id (distinct per point, from 0), g, v (the value or null), missing
-    and bad (0/1, see point_flags); ``zones`` has n (the polygon's row, from 0) and g.
-
-    In the (polygon) grouping set the point key is null and in the (point) set the polygon row is: point keys
-    are never null, so ``j IS NULL`` tells the two sets apart without GROUPING(), which DataFusion and DuckDB
-    name differently. ``inside`` (the point in the polygon's interior) tells a point inside polygons that
-    overlap from one on a boundary they share (points_in_polygons.pair_counts gives the rule).
+    In the (polygon) grouping set the point key is null and in the (point) set the polygon row is: point keys are
+    never null, so ``j IS NULL`` tells the two sets apart without GROUPING(), which DataFusion and DuckDB name
+    differently. ``inside`` (the point in the polygon's interior) tells a point inside polygons that overlap from
+    one on a boundary they share (points_in_polygons.pair_counts gives the rule).
     """
-    key = f"CASE WHEN j IS NULL THEN coalesce(i, {NO_POLYGON}) ELSE {POINT_FACTS} END"
+    key = f"CASE WHEN j IS NULL THEN i ELSE {POINT_FACTS} END"
+    if values:
+        carried, held = (
+            "p.v AS v, ",
+            (
+                "count(v) AS nv, sum(v) AS sv, min(v) AS mn, max(v) AS mx, avg(v) AS av, "
+                "count(*) FILTER (WHERE v IS NULL) AS nulls, "
+            ),
+        )
+        stats = "sum(nv) AS nv, sum(sv) AS sv, min(mn) AS mn, max(mx) AS mx, max(av) AS av, sum(nulls) AS nulls, "
+    else:  # count(v) 0, sum, min, max and mean null, every pair's value null: what the values case gives
+        carried, held = "", ""
+        stats = (
+            "CAST(0 AS BIGINT) AS nv, CAST(NULL AS DOUBLE) AS sv, CAST(NULL AS DOUBLE) AS mn, "
+            "CAST(NULL AS DOUBLE) AS mx, CAST(NULL AS DOUBLE) AS av, sum(times) AS nulls, "
+        )
     return (
         "WITH pairs AS ("
-        "SELECT p.id AS j, t.n AS i, p.v AS v, p.missing AS missing, p.bad AS bad, "
-        "CASE WHEN p.v IS NULL THEN 1 ELSE 0 END AS vnull, "
-        "CASE WHEN t.n IS NULL THEN false ELSE ST_Contains(t.g, p.g) END AS inside "
-        f"FROM {points_relation} AS p LEFT JOIN {zones} AS t ON ST_Intersects(t.g, p.g)"
+        f"SELECT t.n AS i, p.id AS j, {carried}ST_Contains(t.g, p.g) AS inside "
+        f"FROM {points} AS p JOIN {zones} AS t ON ST_Intersects(t.g, p.g)"
         "), g AS ("
-        "SELECT i, j, count(i) AS times, bool_or(inside) AS interior, max(missing) AS missing, "
-        "max(bad) AS bad, max(vnull) AS vnull, count(v) AS nv, sum(v) AS sv, min(v) AS mn, max(v) AS mx, "
-        "avg(v) AS av, count(i) FILTER (WHERE v IS NULL) AS nulls "
+        f"SELECT i, j, count(*) AS times, {held}bool_or(inside) AS interior "
         "FROM pairs GROUP BY GROUPING SETS ((i), (j))"
         ") "
-        f"SELECT {key} AS k, sum(times) AS times, sum(nv) AS nv, sum(sv) AS sv, min(mn) AS mn, max(mx) AS mx, "
-        "max(av) AS av, sum(nulls) AS nulls, count(*) AS points, count(*) FILTER (WHERE times > 0) AS counted, "
-        "count(*) FILTER (WHERE times > 1) AS several, count(*) FILTER (WHERE times > 1 AND interior) AS "
-        "overlapping, sum(missing) AS missing, sum(bad) AS bad, sum(vnull) AS vnull "
-        f"FROM g GROUP BY {key}"
+        f"SELECT {key} AS k, sum(times) AS times, {stats}count(*) AS counted, "
+        "count(*) FILTER (WHERE times > 1) AS several, "
+        f"count(*) FILTER (WHERE times > 1 AND interior) AS overlapping FROM g GROUP BY {key}"
     )
 
 
 def polygon_rows_sql(points: str, zones: str) -> str:
-    """Per polygon, from an inner join: the aggregate_sql columns a polygon row has, and ``edge``, the pairs
+    """Per polygon, from an inner join: the grouped_sql columns a polygon row has, and ``edge``, the pairs
     whose point is not in the polygon's interior (on its boundary). ``points`` has g and v, ``zones`` n and g."""
     return (
         "SELECT t.n AS k, count(*) AS times, count(p.v) AS nv, sum(p.v) AS sv, min(p.v) AS mn, max(p.v) AS mx, "
@@ -185,21 +183,40 @@ def meeting_pairs(geometries: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return geoms, left[keep], right[keep]
 
 
-def interiors_disjoint(geometries: Any, pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> bool:
-    """Whether no two of the polygons share interior points (touching along an edge or at a corner is fine);
-    ``pairs``: meeting_pairs' answer for them, when already found."""
+# interiors_disjoint tests the polygons in blocks of this many, doubling: overlapping polygons are usually found in
+# the first block, while disjoint ones are all tested, in as few calls as one pass would take. Measured on 100,000
+# benchmark parcels (some overlapping): the whole test in one pass took 1.2 s.
+FIRST_BLOCK = 256
+
+
+def interiors_disjoint(geometries: Any) -> bool:
+    """Whether no two of the polygons share interior points (touching along an edge or at a corner is fine)."""
+    import numpy as np
     import shapely
 
-    geoms, left, right = pairs if pairs is not None else meeting_pairs(geometries)
-    return not bool(shapely.relate_pattern(geoms[left], geoms[right], "T********").any()) if len(left) else True
+    geoms = np.asarray(geometries, dtype=object)
+    if len(geoms) < 2:
+        return True
+    tree = shapely.STRtree(geoms)
+    start, block = 0, FIRST_BLOCK
+    while start < len(geoms):
+        stop = min(start + block, len(geoms))
+        left, right = tree.query(geoms[start:stop], predicate="intersects")
+        left = left + start
+        keep = left < right
+        if keep.any() and shapely.relate_pattern(geoms[left[keep]], geoms[right[keep]], "T********").any():
+            return False
+        start, block = stop, block * 2
+    return True
 
 
 # Up to how many coordinates of neighbours a pair's point is tested against, on average, ``aggregate`` counts each
-# point at its first polygon; beyond, it groups every point. A pair's tests cost in proportion to the coordinates of
+# point at its first polygon; beyond, it groups the points. A pair's tests cost in proportion to the coordinates of
 # its polygon's neighbours (neighbour_coordinates), while the grouping's cost does not grow with them. Measured for
 # issue 22: whole count_in_polygons runs on SedonaDB, 1,000,000 points, benchmarks/scale_data.make_inputs' 10,000
 # zones (17 coordinates each) scaled about their centres so that each meets more, warm, one fresh process each, load
-# 1.3-1.9 (/tmp scratch script, not in the repo), first polygon against grouped:
+# 1.3-1.9 (/tmp scratch script, not in the repo), first polygon against the grouping grouped_sql replaced (itself
+# slower than grouped_sql, measured in the module's docstring):
 #   scale  neighbours (mean, area-weighted)  coordinates per pair  first polygon (s)     grouped (s)
 #   1      3.2, 3.6                          62                    2.24, 1.67            2.94, 2.57
 #   1.25   5.0, 5.7                          97                    3.49, 2.59, 2.96      3.24, 3.43, 2.63
@@ -257,6 +274,13 @@ def single_points(geometry_types: Any) -> bool:
 ASIDE_MAX_POINTS = 10_000
 
 
+# Up to this many points, SedonaDB groups them by point (grouped_sql) rather than counting each at its first polygon:
+# faster, but the grouping holds about 250 bytes per matched point (measured above: 1.4 GiB more at 10,000,000
+# points, 5,660,347 of them matched), so beyond this the first-polygon path keeps memory flat. Up to here the
+# grouping adds at most about 0.5 GiB (at 1,000,000 points it did not raise the run's peak).
+GROUPED_MAX_POINTS = 2_000_000
+
+
 def aggregate(
     run: Callable[[str], Any],
     points: str,
@@ -266,36 +290,41 @@ def aggregate(
     polygons: Any,
     points_are_single: bool,
     by_first_polygon: bool,
+    values: bool = True,
 ) -> tuple[Aggregated, str]:
-    """The aggregate of ``polygons`` (a GeoSeries, the zones' rows) and how it was found: "plain" (two plain
-    queries, no point can be in two polygons), "first" (each point counted at its first polygon, none grouped) or
-    "grouped" (every point grouped, aggregate_sql). ``run`` executes a query and returns an Arrow table;
-    ``points`` is aggregate_sql's points relation, ``light`` the points as g and v, ``register`` makes the
-    polygons a relation (n, g, and lower and higher from the neighbours given: neighbours) and returns its name,
-    ``scan`` is points_scan_sql's query; ``points_are_single``: single_points of the points layer's types;
-    ``by_first_polygon``: whether the engine takes the "first" path (faster on SedonaDB, not on DuckDB: see the
-    module's docstring)."""
+    """The aggregate of ``polygons`` (a GeoSeries, the zones' rows) and how it was found: "plain", "first" or
+    "grouped" (the module's docstring). ``run`` executes a query and returns an Arrow table; ``points`` is
+    grouped_sql's points relation (id, g, v), ``light`` the points as g and v, ``register`` makes the polygons a
+    relation (n, g, and lower and higher from the neighbours given: neighbours) and returns its name, ``scan`` is
+    points_scan_sql's query; ``points_are_single``: single_points of the points layer's types; ``by_first_polygon``:
+    whether the engine may take the "first" path (SedonaDB beyond GROUPED_MAX_POINTS); ``values``: grouped_sql's."""
+    import pyarrow.compute as pc
+
     count = len(polygons)
-    if not points_are_single:
-        return read_aggregated(run(aggregate_sql(points, register(None))), count), "grouped"
-    geoms, left, right = pairs = meeting_pairs(polygons.values)
     zones = None
-    if interiors_disjoint(geoms, pairs):
+    if points_are_single and interiors_disjoint(polygons.values):
         zones = register(None)
         found = run(polygon_rows_sql(light, zones))
         if _total(found, "edge") == 0:
             counted = _total(found, "times")  # each counted point in exactly one polygon
             return _with_facts(run, scan, found.drop_columns(["edge"]), count, counted, 0, 0), "plain"
-    if by_first_polygon and neighbour_coordinates(geoms, left, right) <= FIRST_POLYGON_MAX_COORDINATES:
-        zones = register(neighbours(geoms, left, right))
-        found = run(first_polygon_sql(light, zones))
-        pairs_found, counted, several = (_total(found, c) for c in ("times", "firsts", "several"))
-        on_boundary = _on_boundaries(run, found.column("aside"), zones)
-        # Each several-polygon point has two pairs at least: what consistent tests always give
-        if on_boundary is not None and 0 <= on_boundary <= several <= counted and counted + several <= pairs_found:
-            rows = found.drop_columns(["firsts", "several", "aside"])
-            return _with_facts(run, scan, rows, count, counted, several, several - on_boundary), "first"
-    return read_aggregated(run(aggregate_sql(points, zones or register(None))), count), "grouped"
+    if points_are_single and by_first_polygon:
+        geoms, left, right = meeting_pairs(polygons.values)
+        if neighbour_coordinates(geoms, left, right) <= FIRST_POLYGON_MAX_COORDINATES:
+            zones = register(neighbours(geoms, left, right))
+            found = run(first_polygon_sql(light, zones))
+            pairs_found, counted, several = (_total(found, c) for c in ("times", "firsts", "several"))
+            on_boundary = _on_boundaries(run, found.column("aside"), zones)
+            # Each several-polygon point has two pairs at least: what consistent tests always give
+            if on_boundary is not None and 0 <= on_boundary <= several <= counted and counted + several <= pairs_found:
+                rows = found.drop_columns(["firsts", "several", "aside"])
+                return _with_facts(run, scan, rows, count, counted, several, several - on_boundary), "first"
+    found = run(grouped_sql(points, zones or register(None), values))
+    is_facts = pc.equal(found.column("k"), POINT_FACTS)
+    facts = found.filter(is_facts).to_pylist()
+    counted, several, overlapping = (_int(facts[0][c]) if facts else 0 for c in ("counted", "several", "overlapping"))
+    rows = found.filter(pc.invert(is_facts)).drop_columns(["counted", "several", "overlapping"])
+    return _with_facts(run, scan, rows, count, counted, several, overlapping), "grouped"
 
 
 def _total(table: Any, column: str) -> int:
@@ -356,9 +385,9 @@ def path_note(engine: str, path: str) -> str:
         )
     else:
         how = (
-            f"{engine} read points_path itself (GeoParquet) and, in one query, counted its null, empty and invalid "
-            "geometries, matched the points with the polygons and aggregated the matches per polygon and per point "
-            "(GROUP BY GROUPING SETS)"
+            f"{engine} read points_path itself (GeoParquet), matched the points with the polygons and aggregated "
+            "the matches per polygon and per point in one query (GROUP BY GROUPING SETS), and counted its null, "
+            "empty and invalid geometries in a second"
         )
     return (
         f"engine path: direct, aggregated -- {how}; one row per polygon came back, no (polygon, point) pair; the "
@@ -376,16 +405,15 @@ def kept_point_facts(path: Path) -> OutputFacts | None:
     return counted_facts(path)
 
 
-def kept_valid(kept: OutputFacts | None, valid: str | None = None) -> str | None:
-    """point_flags' ``valid``: TRUE when the kept facts found no invalid point, else ``valid`` as given."""
-    return "TRUE" if kept is not None and kept.invalid == 0 else valid
-
-
 def points_scan_sql(
     table: str, geometry: str, value: str, valid: str | None = None, kept: OutputFacts | None = None
 ) -> str:
-    """The point facts alone, for a run with no polygon to match (an empty polygons layer), read from the
-    table as the engine opened it (point_flags' rules, ``valid`` as there; each geometry function once).
+    """The point facts, read from the table as the engine opened it: ``missing`` (null or empty geometries),
+    ``bad`` (present but not valid: an empty geometry is valid, a null one is not counted) and ``vnull`` (no value).
+    ``valid``: the engine's faster expression for ``ST_IsValid(geometry)`` where it has one (DuckDB:
+    duckdb_spatial.valid_sql). Each geometry function appears once: SedonaDB 0.5 (DataFusion) pulls a repeated call
+    out as a common subexpression and loses the column's geometry type on the way ("st_isempty(binary): No kernel
+    matching arguments").
     ``kept`` (kept_point_facts): the missing and invalid counts are taken from it and no geometry is read."""
     g = geometry
     if kept is not None:
@@ -438,8 +466,6 @@ def read_aggregated(table: Any, polygons: int) -> Aggregated:
     for row, k in enumerate(keys):
         if k == POINT_FACTS:
             facts_row = row
-            continue
-        if k < 0:  # the points that met no polygon, grouped by a null polygon row
             continue
         point_count[k] = _int(data["times"][row])
         null_count[k] = _int(data["nulls"][row])
