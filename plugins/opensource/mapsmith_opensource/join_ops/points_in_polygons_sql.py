@@ -278,7 +278,7 @@ ASIDE_MAX_POINTS = 10_000
 # faster, but count_in_polygons' grouping holds about 250 bytes per matched point (measured above: 1.4 GiB more at
 # 10,000,000 points, 5,660,347 of them matched), summarize_points_in_polygons' more (six more aggregates), so beyond
 # this the first-polygon path keeps memory flat. At 1,000,000 points (566,479 matched) count_in_polygons' peak did
-# not move (0.56 GiB) and summarize_points_in_polygons' rose from 0.57 to 0.65-0.73 GiB (bench_goals.py, 554d824).
+# not move (0.56 GiB) and summarize_points_in_polygons' rose from 0.57 to 0.64-0.71 GiB (bench_goals.py, 554d824).
 GROUPED_MAX_POINTS = 2_000_000
 
 
