@@ -17,7 +17,8 @@ times meant nothing; peak RSS): count_in_polygons at 300,000 points: SedonaDB 3.
 3.6 s / 437 MiB, DuckDB 4.4 s / 365 MiB; at 1,000,000: SedonaDB 6.1 s / 800 MiB (its pairs path before:
 9.7 s / 660 MiB), GeoPandas 6.7 s / 763 MiB, DuckDB 11.4 s / 488 MiB, the raw SedonaDB COPY 2.1 s /
 218 MiB; at 10,000,000: SedonaDB 58.0 s / 4.3 GiB (before: 57.8 s / 3.9 GiB), raw SedonaDB 18.1 s /
-283 MiB. So SedonaDB stays preferred from 1,000,000 points, GeoPandas below, and DuckDB is only forced.
+283 MiB. So SedonaDB stayed preferred from 1,000,000 points, GeoPandas below, and DuckDB is only forced;
+since SedonaDB groups the matched points in one query, from 300,000 (DIRECT_MIN_FEATURES says what was measured).
 spatial_join has a SedonaDB engine file to file (join_ops.spatial_join_sedonadb: SedonaDB reads both
 GeoParquet files, counts their validity, joins, orders and writes; the GeoPandas engine's rows, checks and
 record), measured the same way against the DuckDB engine (inner, CPU seconds / peak RSS, load average 9-19):

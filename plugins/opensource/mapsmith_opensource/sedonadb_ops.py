@@ -76,7 +76,14 @@ SEDONADB_FIX = mapsmith_sedona.SEDONADB_FIX
 # - The direct path (count_in_polygons and summarize_points_in_polygons with points in GeoParquet) was
 #   faster than GeoPandas at every size measured and used less memory (count_in_polygons: 5.1 s against
 #   7.2 s at 1M points, 18.3 s / 2.2 GiB against 30.0 s / 4.3 GiB at 10M, 43.7 s / 5.6 GiB against
-#   76.6 s / 12.6 GiB at 30M), so it is preferred from 1,000,000 features.
+#   76.6 s / 12.6 GiB at 30M), so it was preferred from 1,000,000 features. Once it grouped the matched points
+#   in one inner join (points_in_polygons_sql.grouped_sql), measured again for issue 22: MapSmith(env).run, work
+#   after warm(), the engine named by MAPSMITH_ENGINE, 10,000 overlapping zones, three interleaved pairs, load
+#   0.7-5.6, work / process wall / peak RSS (/usr/bin/time): count_in_polygons at 100,000 points GeoPandas
+#   0.71-0.79 s, 1.76-1.92 s, 365-367 MiB against SedonaDB 0.78-0.87 s, 1.92-2.17 s, 478-484 MiB; at 300,000
+#   GeoPandas 1.15-1.40 s, 2.14-2.72 s, 438-450 MiB against SedonaDB 0.92-1.02 s, 2.02-2.27 s, 504-509 MiB;
+#   summarize_points_in_polygons at 300,000 GeoPandas 1.22-1.33 s, 2.23-2.43 s, 441-452 MiB against SedonaDB
+#   0.93-0.97 s, 2.01-2.10 s, 544-567 MiB: preferred from 300,000 features.
 # - The WKB path (spatial_join not file to file; points not in GeoParquet) and dissolve_layer's union were
 #   never measured to gain: spatial_join took 6.7 s against GeoPandas' 6.0 s and DuckDB's 4.5 s at 1M, 44.3 s
 #   against 44.9 s and 16.0 s at 10M, 135.4 s against 133.1 s and 51.9 s at 30M. dissolve_layer on
@@ -99,7 +106,7 @@ SEDONADB_FIX = mapsmith_sedona.SEDONADB_FIX
 #   4.44-4.52 s process, 349-365 MiB against SedonaDB 2.65-2.70 s, 4.54-4.58 s, 417-433 MiB; 30,000 parcels GeoPandas
 #   4.02-4.12 s, 5.86-5.93 s, 404-412 MiB against SedonaDB 3.27-3.34 s, 5.12-5.21 s, 435-442 MiB: preferred from
 #   30,000 features; the WKB path keeps its 100,000.
-DIRECT_MIN_FEATURES = 1_000_000
+DIRECT_MIN_FEATURES = 300_000
 WKB_MIN_FEATURES: int | None = None
 DISSOLVE_MIN_FEATURES: int | None = None
 OVERLAY_MIN_FEATURES: int | None = 100_000
