@@ -10,15 +10,17 @@ silently, and nothing here imports an engine.
 Inside a stack the engine is the most preferred eligible registration (``choose_engine``). The size
 thresholds and preferences that decide it are data of the engines, kept beside the code they measure
 (mapsmith_opensource.sedonadb_ops.DIRECT_MIN_FEATURES, join_ops.spatial_join_duckdb.DUCKDB_MIN_ROWS,
-join_ops.points_in_polygons.DUCKDB_POINTS_PREFERENCE), each with the measurement that set it. Re-measured
+join_ops.points_in_polygons_duckdb.DUCKDB_POINTS_MIN_ROWS), each with the measurement that set it. Re-measured
 for issue 22 (benchmarks/bench_scale.py's data, 10,000 polygons, whole MapSmith runs in fresh processes,
 CPU seconds of the whole process because the shared 2-core machine's load average was 7-58 and wall
 times meant nothing; peak RSS): count_in_polygons at 300,000 points: SedonaDB 3.5 s / 585 MiB, GeoPandas
 3.6 s / 437 MiB, DuckDB 4.4 s / 365 MiB; at 1,000,000: SedonaDB 6.1 s / 800 MiB (its pairs path before:
 9.7 s / 660 MiB), GeoPandas 6.7 s / 763 MiB, DuckDB 11.4 s / 488 MiB, the raw SedonaDB COPY 2.1 s /
 218 MiB; at 10,000,000: SedonaDB 58.0 s / 4.3 GiB (before: 57.8 s / 3.9 GiB), raw SedonaDB 18.1 s /
-283 MiB. So SedonaDB stayed preferred from 1,000,000 points, GeoPandas below, and DuckDB is only forced;
-since SedonaDB groups the matched points in one query, from 300,000 (DIRECT_MIN_FEATURES says what was measured).
+283 MiB. So SedonaDB stayed preferred from 1,000,000 points, GeoPandas below, and DuckDB was only forced.
+Since they group the matched points in one query (SedonaDB below 2,000,000 points), SedonaDB is preferred
+from 300,000 points (DIRECT_MIN_FEATURES) and, where it does not take the run, DuckDB from 1,000,000
+(points_in_polygons_duckdb.DUCKDB_POINTS_MIN_ROWS).
 spatial_join has a SedonaDB engine file to file (join_ops.spatial_join_sedonadb: SedonaDB reads both
 GeoParquet files, counts their validity, joins, orders and writes; the GeoPandas engine's rows, checks and
 record), measured the same way against the DuckDB engine (inner, CPU seconds / peak RSS, load average 9-19):

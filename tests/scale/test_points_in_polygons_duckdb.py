@@ -55,12 +55,12 @@ def write_case(workspace: Path) -> None:
 
 @pytest.fixture
 def apps(make_app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """A service on which DuckDB is the only engine of the two operations, at any size (the router does
-    not choose it by default: points_in_polygons.DUCKDB_POINTS_PREFERENCE), and its threshold at 0."""
+    """A service on which DuckDB is the only engine of the two operations, at any size (the router prefers it to
+    GeoPandas from points_in_polygons_duckdb.DUCKDB_POINTS_MIN_ROWS), and its threshold at 0."""
     import importlib
 
     from mapsmith_opensource import OPERATION_MODULES
-    from mapsmith_opensource.join_ops import spatial_join_duckdb
+    from mapsmith_opensource.join_ops import points_in_polygons_duckdb, spatial_join_duckdb
 
     operations = ("count_in_polygons", "summarize_points_in_polygons")
     for name in OPERATION_MODULES:
@@ -70,12 +70,13 @@ def apps(make_app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> dict[
     duck = make_app()
     monkeypatch.undo()  # the service keeps the registrations it was built with
     monkeypatch.setattr(spatial_join_duckdb, "DUCKDB_MIN_ROWS", 0)
+    monkeypatch.setattr(points_in_polygons_duckdb, "DUCKDB_POINTS_MIN_ROWS", 0)
     return {"duckdb": duck}
 
 
 def _reference(make_app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> Any:
-    """A service on which GeoPandas runs (SedonaDB's threshold out of reach; DuckDB is never preferred)."""
-    return make_app(MAPSMITH_SEDONADB_MIN_FEATURES=str(10**12))
+    """A service on which GeoPandas runs (named: ``apps`` set DuckDB's threshold to 0 for the test)."""
+    return make_app(MAPSMITH_ENGINE="geopandas")
 
 
 def _same_record(workspace: Path, got: str, ref: str) -> None:

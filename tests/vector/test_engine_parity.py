@@ -72,9 +72,13 @@ ENGINES = [pytest.param(op, engine, id=f"{op}-{engine}", marks=_needs(engine)) f
 @pytest.fixture
 def forced(make_app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], Any]:
     """A service on which ``engine`` is the only registered engine of ``operation``, with no size threshold."""
-    from mapsmith_opensource.join_ops import spatial_join_duckdb
+    from mapsmith_opensource.join_ops import points_in_polygons_duckdb, spatial_join_duckdb
 
-    monkeypatch.setattr(spatial_join_duckdb, "DUCKDB_MIN_ROWS", 0)
+    def unlimited() -> None:
+        monkeypatch.setattr(spatial_join_duckdb, "DUCKDB_MIN_ROWS", 0)
+        monkeypatch.setattr(points_in_polygons_duckdb, "DUCKDB_POINTS_MIN_ROWS", 0)
+
+    unlimited()
 
     def make(operation: str, engine: str) -> Any:
         for module in _operation_modules():
@@ -82,7 +86,7 @@ def forced(make_app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> Cal
             monkeypatch.setattr(module, "REGISTRATIONS", kept)
         app = make_app(MAPSMITH_SEDONADB_MIN_FEATURES="0")
         monkeypatch.undo()  # the service keeps the registrations it was built with
-        monkeypatch.setattr(spatial_join_duckdb, "DUCKDB_MIN_ROWS", 0)
+        unlimited()
         return app
 
     return make
@@ -360,7 +364,12 @@ def test_small_inputs_pass_over_sedonadb_with_the_threshold_as_reason(make_app, 
             "reason": f"the larger input has 5 features, fewer than the {sedonadb_ops.DIRECT_MIN_FEATURES:,} from "
             "which SedonaDB's direct path is considered (it was measured no faster below it; "
             "MAPSMITH_SEDONADB_MIN_FEATURES overrides)",
-        }
+        },
+        {
+            "engine": "duckdb",
+            "reason": "points_path has 5 features, fewer than the 1,000,000 from which DuckDB is preferred to "
+            "GeoPandas (DUCKDB_POINTS_MIN_ROWS, measured)",
+        },
     ]
 
 
@@ -410,9 +419,11 @@ def test_different_crs_pass_over_sedonadb(make_app, workspace: Path) -> None:  #
         "count_in_polygons",
         {"input_path": "zones.parquet", "points_path": "points_3857.parquet", "output_path": "c.parquet"},
     )
-    (passed,) = manifest(workspace / "c.parquet")["x-mapsmith:engine_choice"]["passed_over"]
+    passed, duckdb = manifest(workspace / "c.parquet")["x-mapsmith:engine_choice"]["passed_over"]
     assert passed["engine"] == "sedonadb"
     assert passed["reason"].startswith("input_path is in EPSG:32610 and points_path in EPSG:3857")
+    assert duckdb["engine"] == "duckdb"  # DuckDB too matches only layers in one CRS
+    assert duckdb["reason"].startswith("input_path is in EPSG:32610 and points_path in EPSG:3857")
 
 
 def test_missing_sedonadb_is_passed_over_not_an_error(make_app, workspace: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -423,11 +434,43 @@ def test_missing_sedonadb_is_passed_over_not_an_error(make_app, workspace: Path,
     app = make_app(MAPSMITH_SEDONADB_MIN_FEATURES="0")
     result = app.run("count_in_polygons", {**CASES["count_in_polygons"][0][1], "output_path": "c.parquet"})
     assert result.engine["name"] == "geopandas"
-    (passed,) = manifest(workspace / "c.parquet")["x-mapsmith:engine_choice"]["passed_over"]
-    assert passed == {
-        "engine": "sedonadb",
-        "reason": f"SedonaDB is not installed here (missing: sedonadb); fix: {install_command('sedona')}",
+    passed = manifest(workspace / "c.parquet")["x-mapsmith:engine_choice"]["passed_over"]
+    assert passed == [
+        {
+            "engine": "sedonadb",
+            "reason": f"SedonaDB is not installed here (missing: sedonadb); fix: {install_command('sedona')}",
+        },
+        {
+            "engine": "duckdb",
+            "reason": "points_path has 5 features, fewer than the 1,000,000 from which DuckDB is preferred to "
+            "GeoPandas (DUCKDB_POINTS_MIN_ROWS, measured)",
+        },
+    ]
+
+
+@pytest.mark.parametrize(("threshold", "engine"), [(5, "duckdb"), (6, "geopandas")])
+def test_duckdb_takes_points_in_polygons_from_its_threshold_where_sedonadb_does_not(
+    make_app, workspace: Path, monkeypatch, threshold: int, engine: str
+) -> None:  # type: ignore[no-untyped-def]
+    """The fixture's 5 points, SedonaDB's threshold out of reach: DuckDB runs once its threshold is 5 (preferred to
+    GeoPandas from DUCKDB_POINTS_MIN_ROWS), GeoPandas at 6 with DuckDB's reason recorded; the hand counts either way."""
+    from mapsmith_opensource.join_ops import points_in_polygons_duckdb
+
+    monkeypatch.setattr(points_in_polygons_duckdb, "DUCKDB_POINTS_MIN_ROWS", threshold)
+    write_fixtures(workspace)
+    app = make_app(MAPSMITH_SEDONADB_MIN_FEATURES=str(10**12))
+    result = app.run("count_in_polygons", {**CASES["count_in_polygons"][0][1], "output_path": "c.parquet"})
+    assert result.engine["name"] == engine
+    passed = {
+        p["engine"]: p["reason"] for p in manifest(workspace / "c.parquet")["x-mapsmith:engine_choice"]["passed_over"]
     }
+    if engine == "geopandas":
+        assert passed["duckdb"].startswith(
+            "points_path has 5 features, fewer than the 6 from which DuckDB is preferred"
+        )
+    else:
+        assert "duckdb" not in passed
+    _count(read(workspace / "c.parquet"), result.answer)  # the hand counts: [2, 3, 0], P2 in two zones
 
 
 def test_a_threshold_that_is_not_a_number_is_refused(make_app, workspace: Path) -> None:  # type: ignore[no-untyped-def]

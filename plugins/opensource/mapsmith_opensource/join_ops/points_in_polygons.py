@@ -53,14 +53,15 @@ BOUNDARY_RULE = (
 )
 
 
-DUCKDB_POINTS_PREFERENCE = -10
+# Above GeoPandas' (0) and below SedonaDB's (40): DuckDB takes these operations from its own threshold
+# (points_in_polygons_duckdb.DUCKDB_POINTS_MIN_ROWS, measured) where SedonaDB does not (not installed, below its
+# threshold, or passed over), GeoPandas below.
+DUCKDB_POINTS_PREFERENCE = 10
 REGISTRATIONS = (
     Registration("count_in_polygons", "count_in_polygons"),
     Registration("summarize_points_in_polygons", "summarize_points_in_polygons", validate="validate_summarize_points"),
     # The DuckDB engine (points_in_polygons_duckdb) is registered here so that OPERATION_MODULES need not
-    # change; its module is imported only when it runs or is considered. Its preference is below
-    # GeoPandas' (0), so the router never chooses it by default: measured at 1,000,000 points x 10,000
-    # polygons it was not faster than the GeoPandas engine (points_in_polygons_duckdb's comment on ENGINE).
+    # change; its module is imported only when it runs or is considered.
     Registration(
         "count_in_polygons",
         "count_in_polygons_duckdb",

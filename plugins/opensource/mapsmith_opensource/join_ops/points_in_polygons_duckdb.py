@@ -22,16 +22,21 @@ if TYPE_CHECKING:
     from mapsmith.runner import RunContext
 
 ENGINE = "duckdb"
-# Why the router does not choose this engine by default (points_in_polygons.DUCKDB_POINTS_PREFERENCE is
-# below GeoPandas'): whole MapSmith runs, fresh processes, benchmarks/bench_scale.py's points x 10,000
-# overlapping polygons, CPU seconds of the whole process (the 2 shared cores were loaded, load average
-# 10-12, so wall times meant nothing): at 300,000 points DuckDB 4.4 s, GeoPandas 3.6 s, SedonaDB 3.5 s; at
-# 1,000,000 DuckDB 11.4 s, GeoPandas 6.7 s, SedonaDB 6.1 s. Inside the query at 1,000,000 (A/B on the same
-# data, CPU, with the query before points_in_polygons_sql.grouped_sql, which joined every point): the inner
-# join and GROUP BY 5.5 s, + the LEFT join, the per-point grouping set and validity 2.5 s, + ST_Contains on
-# every pair 3.4 s (DuckDB does not prepare the polygon). It used the least memory (488 MiB peak against
-# 763 MiB for GeoPandas at 1,000,000) and is the engine to force where SedonaDB is not installed and memory
-# is short; forcing it is what the engine-parity tests do.
+# From how many points the router prefers this engine to GeoPandas (points_in_polygons.DUCKDB_POINTS_PREFERENCE;
+# SedonaDB, where installed, is preferred to both from its own threshold). It was once never chosen by default:
+# whole MapSmith runs, fresh processes, benchmarks/bench_scale.py's points x 10,000 overlapping polygons, CPU seconds
+# of the whole process (load average 10-12): at 300,000 points DuckDB 4.4 s, GeoPandas 3.6 s, SedonaDB 3.5 s; at
+# 1,000,000 DuckDB 11.4 s, GeoPandas 6.7 s, SedonaDB 6.1 s; inside DuckDB's query then, the LEFT join of every
+# point, the per-point grouping set and validity took 2.5 s and ST_Contains on every pair 3.4 s. Since it groups the
+# matched points only (points_in_polygons_sql.grouped_sql), measured again for issue 22: MapSmith(env).run, work after
+# warm(), the engine named by MAPSMITH_ENGINE, 10,000 overlapping zones, interleaved pairs, load 1.4-7.5 (the
+# machine was shared), work / CPU seconds of the process / peak RSS (/usr/bin/time): at 1,000,000 points
+# count_in_polygons DuckDB 2.66-3.10 s, 4.2-5.0 s, 366-383 MiB against GeoPandas 3.47-4.40 s, 5.1-6.8 s, 777-778 MiB
+# (three pairs); summarize_points_in_polygons DuckDB 3.12-4.51 s, 5.0-6.9 s, 447-466 MiB against GeoPandas
+# 4.14-4.59 s, 5.9-7.1 s, 775-777 MiB (three pairs); at 300,000 points count_in_polygons 1.27, 1.27 s against 1.45,
+# 1.44 s, but summarize_points_in_polygons 1.38, 1.23 s against 1.31, 1.45 s; at 100,000 count_in_polygons 0.79,
+# 0.81 s against 1.01, 0.80 s. Preferred from 1,000,000 points, where it was faster and used half the memory.
+DUCKDB_POINTS_MIN_ROWS = 1_000_000
 
 
 def eligible(ctx: RunContext) -> str | None:
@@ -53,11 +58,13 @@ def eligible(ctx: RunContext) -> str | None:
             "layers in one CRS (GeoPandas aligns points_path first, recorded)"
         )
     from mapsmith.router import named_by_operator
-    from mapsmith_opensource.join_ops.spatial_join_duckdb import DUCKDB_MIN_ROWS  # read now: tests lower it
 
     rows = second.feature_count or 0
-    if rows < DUCKDB_MIN_ROWS and not named_by_operator(ctx, "duckdb"):
-        return f"points_path has {rows:,} features, fewer than the {DUCKDB_MIN_ROWS:,} from which DuckDB is preferred"
+    if rows < DUCKDB_POINTS_MIN_ROWS and not named_by_operator(ctx, "duckdb"):
+        return (
+            f"points_path has {rows:,} features, fewer than the {DUCKDB_POINTS_MIN_ROWS:,} from which DuckDB is "
+            "preferred to GeoPandas (DUCKDB_POINTS_MIN_ROWS, measured)"
+        )
     return None
 
 
