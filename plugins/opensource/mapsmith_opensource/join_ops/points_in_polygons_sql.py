@@ -279,6 +279,9 @@ ASIDE_MAX_POINTS = 10_000
 # 10,000,000 points, 5,660,347 of them matched), summarize_points_in_polygons' more (six more aggregates), so beyond
 # this the first-polygon path keeps memory flat. At 1,000,000 points (566,479 matched) count_in_polygons' peak did
 # not move (0.56 GiB) and summarize_points_in_polygons' rose from 0.57 to 0.64-0.71 GiB (bench_goals.py, 554d824).
+# At this limit (2,000,000 points, about 57 % of them in a zone; MAPSMITH_ENGINE=sedonadb, warm, two interleaved pairs,
+# load 2.4-5.7): count_in_polygons grouped 2.74, 2.70 s at 734-749 MiB against 3.01, 2.99 s at 597-601 MiB by first
+# polygon; summarize_points_in_polygons 2.52, 2.92 s at 835-866 MiB against 3.12, 3.06 s at 618-623 MiB.
 GROUPED_MAX_POINTS = 2_000_000
 
 
