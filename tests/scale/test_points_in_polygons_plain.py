@@ -304,12 +304,12 @@ def test_inconsistent_neighbour_tests_fall_back_to_grouping_every_point(
     """Trap, on SedonaDB: neighbours that leave out Z1 as Z2's lower neighbour (as tests that disagree with the join
     would) make every pair a first one: 11 points counted of 11 pairs, 4 of them in several polygons, which cannot
     be (each has two pairs at least). The check catches it and every point is grouped, with the hand counts."""
+    from mapsmith_opensource.join_ops import points_in_polygons_first as first
     from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
 
     monkeypatch.setattr(sql, "GROUPED_MAX_POINTS", 0)  # the first-polygon path
-
-    real = sql.neighbours
-    monkeypatch.setattr(sql, "neighbours", lambda *a: (np.full(2, None, dtype=object), real(*a)[1]))
+    real = first.neighbours
+    monkeypatch.setattr(first, "neighbours", lambda *a: (np.full(2, None, dtype=object), real(*a)[1]))
     write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
     result = make_app(MAPSMITH_ENGINE="sedonadb").run("count_in_polygons", {**ARGS, "output_path": "m.parquet"})
     assert GROUPED_PATH in _path_note(workspace, "m.parquet")
@@ -325,11 +325,11 @@ def test_past_the_first_polygon_limits_every_point_is_grouped(
     """Polygons whose neighbours have more coordinates than the limit (Z1 and Z2 meet: each pair's point is tested
     against one box, 5 coordinates), or more points on their first polygon's boundary than the limit (B and D: two),
     send the run to the grouping of every point: the same hand counts."""
+    from mapsmith_opensource.join_ops import points_in_polygons_first as first
     from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
 
     monkeypatch.setattr(sql, "GROUPED_MAX_POINTS", 0)  # the first-polygon path
-
-    monkeypatch.setattr(sql, setting, value)
+    monkeypatch.setattr(first, setting, value)
     write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
     result = make_app(MAPSMITH_ENGINE="sedonadb").run("count_in_polygons", {**ARGS, "output_path": "l.parquet"})
     assert GROUPED_PATH in _path_note(workspace, "l.parquet")
@@ -342,14 +342,14 @@ def test_only_the_points_on_their_first_polygons_boundary_are_asked_again(
 ) -> None:
     """In OVERLAP_ZONES, B (100,20) and D (95,0) are in both zones and on the boundary of Z1, their first: they are
     the two points asked again (B inside Z2, D inside neither); A and C are inside Z1 and are not."""
+    from mapsmith_opensource.join_ops import points_in_polygons_first as first
     from mapsmith_opensource.join_ops import points_in_polygons_sql as sql
 
     monkeypatch.setattr(sql, "GROUPED_MAX_POINTS", 0)  # the first-polygon path
-
     asked: list[list[tuple[float, float]]] = []
-    real = sql.interior_sql
+    real = first.interior_sql
     monkeypatch.setattr(
-        sql, "interior_sql", lambda xs, ys, z: asked.append(sorted(zip(xs, ys, strict=True))) or real(xs, ys, z)
+        first, "interior_sql", lambda xs, ys, z: asked.append(sorted(zip(xs, ys, strict=True))) or real(xs, ys, z)
     )
     write_case(workspace, zones=OVERLAP_ZONES, extra=IN_OVERLAP)
     result = make_app(MAPSMITH_ENGINE="sedonadb").run("count_in_polygons", {**ARGS, "output_path": "a.parquet"})
@@ -365,7 +365,7 @@ def test_interior_sql_reads_the_coordinates_back_exactly(engine: str) -> None:
     import pyarrow as pa
     import shapely
 
-    from mapsmith_opensource.join_ops.points_in_polygons_sql import interior_sql
+    from mapsmith_opensource.join_ops.points_in_polygons_first import interior_sql
 
     edge = 0.1 + 0.2
     wkb = shapely.to_wkb(box(edge, 0, 1, 1))
@@ -391,7 +391,7 @@ def test_interior_sql_reads_the_coordinates_back_exactly(engine: str) -> None:
 
 
 def test_neighbours_by_hand() -> None:
-    from mapsmith_opensource.join_ops.points_in_polygons_sql import meeting_pairs, neighbour_coordinates, neighbours
+    from mapsmith_opensource.join_ops.points_in_polygons_first import meeting_pairs, neighbour_coordinates, neighbours
 
     a, b, c, far = box(0, 0, 10, 10), box(8, 0, 20, 10), box(10, 10, 12, 12), box(50, 50, 51, 51)
     geoms, left, right = meeting_pairs([a, b, c, far])

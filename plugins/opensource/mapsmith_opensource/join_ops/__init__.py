@@ -22,7 +22,8 @@ One module per operation, each with its own REGISTRATIONS (listed in OPERATION_M
 - ``spatial_join_sedonadb``: the SedonaDB engine, file to file (sedonadb_ops' WKB path otherwise; its threshold
   is FILE_MIN_FEATURES there)
 - ``points_in_polygons_sql``, ``points_in_polygons_duckdb``: count_in_polygons and summarize_points_in_polygons
-  as one SQL query, and the DuckDB engine that runs it
+  aggregated in SQL, and the DuckDB engine that runs it; ``points_in_polygons_first``: the same by first polygon,
+  no point grouped (SedonaDB on many points)
 - ``nearest``: nearest_join
 - ``points_in_polygons``: count_in_polygons and summarize_points_in_polygons
 - ``apportion``: apportion_by_area

@@ -21,20 +21,10 @@ Three paths (``aggregate``), each two queries: the matches aggregated, and a sca
 - "grouped" (grouped_sql): the matched pairs are aggregated twice in one pass, ``GROUP BY GROUPING SETS
   ((polygon), (point))``; the point grouping gives each matched point's number of polygons and whether one holds
   it in its interior. Only matched pairs are grouped. Fast, but it holds a group per matched point.
-- "first" (SedonaDB, single points, more than GROUPED_MAX_POINTS of them): no point is grouped. Each point is
-  counted once, at its first polygon (the lowest-numbered polygon it meets). A point meets another polygon only if
-  that polygon meets this one, so a pair (i, point) is the point's first exactly when the point meets none of i's
-  lower-numbered neighbours, and the point is in several polygons exactly when, besides, it meets one of i's
-  higher-numbered neighbours. Each polygon carries its lower and its higher neighbours as two geometry collections
-  of the original polygons (neighbours: no overlay, so no rounding), tested with the same ST_Intersects as the
-  join: per polygon the query sums the pairs that are a point's first (the points counted) and those of a point in
-  several polygons. A point in several polygons lies inside overlapping ones when it is in the interior of one of
-  them (pair_counts); when it is not in its first polygon's interior, the query returns it, and a small second
-  query over those points alone (interior_sql) asks whether any polygon holds it in its interior. A pair's
-  neighbour tests cost in proportion to the coordinates of its polygon's neighbours, so where the polygons overlap
-  more (FIRST_POLYGON_MAX_COORDINATES, measured) the points are grouped instead. DuckDB always groups: the
-  first-polygon query made whole runs slower there (1,000,000 points, warm, two runs each: 3.93 and 4.18 s
-  against 2.97 and 3.22 s grouped).
+- "first" (SedonaDB, single points, more than GROUPED_MAX_POINTS of them): no point is grouped; each is counted
+  once, at its first polygon (points_in_polygons_first, which says how). DuckDB always groups: the first-polygon
+  query made whole runs slower there (1,000,000 points, warm, two runs each: 3.93 and 4.18 s against 2.97 and
+  3.22 s grouped).
 
 Measured for issue 22 on benchmarks/scale_data.make_inputs' points and 10,000 overlapping zones (3.2 neighbours per
 zone), SedonaDB, the aggregating query alone, in one process (/tmp/s28/loc.py, not in the repo). At 1,000,000
@@ -136,53 +126,6 @@ def polygon_rows_sql(points: str, zones: str) -> str:
     )
 
 
-def first_polygon_sql(points: str, zones: str) -> str:
-    """Per polygon, from an inner join: the polygon_rows_sql columns but ``edge``, and ``firsts`` (the pairs that
-    are their point's first: the point meets none of the polygon's lower neighbours), ``several`` (first pairs
-    whose point meets a higher neighbour too) and ``aside``, the points (WKB) of the several-polygon first pairs
-    whose point is not in the polygon's interior (null when none). ``points`` has g and v, ``zones`` n, g, and
-    lower and higher (neighbours' collections, null where none)."""
-    return (
-        "SELECT k, count(*) AS times, count(v) AS nv, sum(v) AS sv, min(v) AS mn, max(v) AS mx, avg(v) AS av, "
-        "count(*) FILTER (WHERE v IS NULL) AS nulls, sum(f) AS firsts, sum(m) AS several, "
-        "array_agg(ST_AsBinary(g)) FILTER (WHERE m = 1 AND NOT inside) AS aside FROM ("
-        "SELECT k, v, g, inside, f, CASE WHEN f = 1 AND higher IS NOT NULL AND ST_Intersects(higher, g) THEN 1 "
-        "ELSE 0 END AS m FROM ("
-        "SELECT t.n AS k, p.v AS v, p.g AS g, t.higher AS higher, ST_Contains(t.g, p.g) AS inside, "
-        "CASE WHEN t.lower IS NULL THEN 1 WHEN ST_Intersects(t.lower, p.g) THEN 0 ELSE 1 END AS f "
-        f"FROM {points} AS p JOIN {zones} AS t ON ST_Intersects(t.g, p.g))) GROUP BY k"
-    )
-
-
-def interior_sql(xs: list[float], ys: list[float], zones: str) -> str:
-    """For each point (x, y) given, by its position in the lists: whether a polygon of ``zones`` (n, g) holds it in
-    its interior, by the engine's own ST_Contains. The coordinates are Python's shortest round-trip forms, read back
-    to the same doubles; each has an exponent, so that DuckDB reads a DOUBLE literal rather than a DECIMAL."""
-
-    def number(value: float) -> str:
-        text = repr(float(value))
-        return text if "e" in text else f"{text}e0"
-
-    rows = ", ".join(f"({n}, {number(x)}, {number(y)})" for n, (x, y) in enumerate(zip(xs, ys, strict=True)))
-    return (
-        "SELECT q.id AS id, bool_or(ST_Contains(t.g, ST_Point(q.x, q.y))) AS interior "
-        f"FROM (VALUES {rows}) AS q(id, x, y) JOIN {zones} AS t ON ST_Intersects(t.g, ST_Point(q.x, q.y)) GROUP BY q.id"
-    )
-
-
-def meeting_pairs(geometries: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The polygons as an array, and the pairs (left < right) of them that intersect (touching included)."""
-    import numpy as np
-    import shapely
-
-    geoms = np.asarray(geometries, dtype=object)
-    if len(geoms) < 2:
-        return geoms, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    left, right = shapely.STRtree(geoms).query(geoms, predicate="intersects")
-    keep = left < right
-    return geoms, left[keep], right[keep]
-
-
 # interiors_disjoint tests the polygons in blocks of this many, doubling: overlapping polygons are usually found in
 # the first block, while disjoint ones are all tested, in as few calls as one pass would take. Measured on 100,000
 # benchmark parcels (some overlapping): the whole test in one pass took 1.2 s.
@@ -210,68 +153,11 @@ def interiors_disjoint(geometries: Any) -> bool:
     return True
 
 
-# Up to how many coordinates of neighbours a pair's point is tested against, on average, ``aggregate`` counts each
-# point at its first polygon; beyond, it groups the points. A pair's tests cost in proportion to the coordinates of
-# its polygon's neighbours (neighbour_coordinates), while the grouping's cost does not grow with them. Measured for
-# issue 22: whole count_in_polygons runs on SedonaDB, 1,000,000 points, benchmarks/scale_data.make_inputs' 10,000
-# zones (17 coordinates each) scaled about their centres so that each meets more, warm, one fresh process each, load
-# 1.3-1.9 (/tmp scratch script, not in the repo), first polygon against the grouping grouped_sql replaced (itself
-# slower than grouped_sql, measured in the module's docstring):
-#   scale  neighbours (mean, area-weighted)  coordinates per pair  first polygon (s)     grouped (s)
-#   1      3.2, 3.6                          62                    2.24, 1.67            2.94, 2.57
-#   1.25   5.0, 5.7                          97                    3.49, 2.59, 2.96      3.24, 3.43, 2.63
-#   1.5    7.1, 8.2                          139                   4.28                  2.81
-#   2      12.6, 14.5                        246                   14.38                 3.49
-#   4      49.7, 56.8                        966                   101.45                8.08
-FIRST_POLYGON_MAX_COORDINATES = 80
-
-
-def neighbour_coordinates(geoms: np.ndarray, left: np.ndarray, right: np.ndarray) -> float:
-    """The coordinates of its polygon's neighbours a pair's point is tested against, on average over the pairs as
-    the polygons' areas share them out (points spread evenly): sum over the neighbours of each polygon, weighted by
-    its area (each polygon alike when none has any)."""
-    import numpy as np
-    import shapely
-
-    if not len(left):
-        return 0.0
-    coordinates = shapely.get_num_coordinates(geoms).astype(float)
-    per_polygon = np.bincount(left, weights=coordinates[right], minlength=len(geoms))
-    per_polygon += np.bincount(right, weights=coordinates[left], minlength=len(geoms))
-    areas = np.nan_to_num(shapely.area(geoms))  # a polygon without geometry has no area (NaN)
-    total = float(areas.sum())
-    return float((per_polygon * areas).sum() / total) if total > 0 else float(per_polygon.mean())
-
-
-def neighbours(geoms: np.ndarray, left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per polygon, the polygons it meets (meeting_pairs' pairs) with a lower row, and those with a higher row, each
-    as one geometry collection of the original polygons (None where there is none)."""
-    import numpy as np
-    import shapely
-
-    def collections(owner: np.ndarray, other: np.ndarray) -> np.ndarray:
-        out = np.full(len(geoms), None, dtype=object)
-        if len(owner):
-            order = np.argsort(owner, kind="stable")
-            owner, other = owner[order], other[order]
-            owners = np.unique(owner)
-            out[owners] = shapely.geometrycollections(geoms[other], indices=np.searchsorted(owners, owner))
-        return out
-
-    return collections(right, left), collections(left, right)
-
-
 def single_points(geometry_types: Any) -> bool:
     """Whether a points layer's declared types are single points only: a multipoint's members may lie in the
     interiors of two disjoint polygons, so only single points let ``aggregate`` skip the grouping by point."""
     types = tuple(geometry_types or ())
     return bool(types) and all(str(t).split(" ")[0] == "Point" for t in types)
-
-
-# At most this many points in several polygons but not in their first polygon's interior go to interior_sql (one
-# VALUES row each); more take the grouping by point. Such points lie on a polygon's boundary: rare in measured
-# data, common only where points were placed on edges.
-ASIDE_MAX_POINTS = 10_000
 
 
 # Up to this many points, SedonaDB groups them by point (grouped_sql) rather than counting each at its first polygon:
@@ -299,7 +185,8 @@ def aggregate(
     """The aggregate of ``polygons`` (a GeoSeries, the zones' rows) and how it was found: "plain", "first" or
     "grouped" (the module's docstring). ``run`` executes a query and returns an Arrow table; ``points`` is
     grouped_sql's points relation (id, g, v), ``light`` the points as g and v, ``register`` makes the polygons a
-    relation (n, g, and lower and higher from the neighbours given: neighbours) and returns its name, ``scan`` is
+    relation (n, g, and lower and higher from the neighbours given: points_in_polygons_first.neighbours) and
+    returns its name, ``scan`` is
     points_scan_sql's query; ``points_are_single``: single_points of the points layer's types; ``by_first_polygon``:
     whether the engine may take the "first" path (SedonaDB beyond GROUPED_MAX_POINTS); ``values``: grouped_sql's."""
     import pyarrow.compute as pc
@@ -309,20 +196,17 @@ def aggregate(
     if points_are_single and interiors_disjoint(polygons.values):
         zones = register(None)
         found = run(polygon_rows_sql(light, zones))
-        if _total(found, "edge") == 0:
-            counted = _total(found, "times")  # each counted point in exactly one polygon
+        if column_total(found, "edge") == 0:
+            counted = column_total(found, "times")  # each counted point in exactly one polygon
             return _with_facts(run, scan, found.drop_columns(["edge"]), count, counted, 0, 0), "plain"
     if points_are_single and by_first_polygon:
-        geoms, left, right = meeting_pairs(polygons.values)
-        if neighbour_coordinates(geoms, left, right) <= FIRST_POLYGON_MAX_COORDINATES:
-            zones = register(neighbours(geoms, left, right))
-            found = run(first_polygon_sql(light, zones))
-            pairs_found, counted, several = (_total(found, c) for c in ("times", "firsts", "several"))
-            on_boundary = _on_boundaries(run, found.column("aside"), zones)
-            # Each several-polygon point has two pairs at least: what consistent tests always give
-            if on_boundary is not None and 0 <= on_boundary <= several <= counted and counted + several <= pairs_found:
-                rows = found.drop_columns(["firsts", "several", "aside"])
-                return _with_facts(run, scan, rows, count, counted, several, several - on_boundary), "first"
+        from mapsmith_opensource.join_ops import points_in_polygons_first as first
+
+        counted_first, registered = first.count(run, light, register, polygons.values)
+        zones = registered or zones
+        if counted_first is not None:
+            rows, counted, several, overlapping = counted_first
+            return _with_facts(run, scan, rows, count, counted, several, overlapping), "first"
     found = run(grouped_sql(points, zones or register(None), values))
     is_facts = pc.equal(found.column("k"), POINT_FACTS)
     facts = found.filter(is_facts).to_pylist()
@@ -331,29 +215,10 @@ def aggregate(
     return _with_facts(run, scan, rows, count, counted, several, overlapping), "grouped"
 
 
-def _total(table: Any, column: str) -> int:
+def column_total(table: Any, column: str) -> int:
     import pyarrow.compute as pc
 
     return int(pc.sum(table.column(column)).as_py() or 0)
-
-
-def _on_boundaries(run: Callable[[str], Any], aside: Any, zones: str) -> int | None:
-    """How many of first_polygon_sql's ``aside`` points (in several polygons, not in their first one's interior) are
-    in no polygon's interior: on a boundary their polygons share. None when there are more than ASIDE_MAX_POINTS,
-    or the second query misses one of them."""
-    import pyarrow.compute as pc
-    import shapely
-
-    wkb = pc.list_flatten(aside).drop_null().to_numpy(zero_copy_only=False)
-    if len(wkb) == 0:
-        return 0
-    if len(wkb) > ASIDE_MAX_POINTS:
-        return None
-    points = shapely.from_wkb(wkb)
-    found = run(interior_sql(shapely.get_x(points).tolist(), shapely.get_y(points).tolist(), zones))
-    if found.num_rows != len(points):  # each meets its first polygon at least
-        return None
-    return sum(1 for interior in found.column("interior").to_pylist() if not interior)
 
 
 def _with_facts(
