@@ -12,8 +12,9 @@ counted, sum and count 0 over no values, mean/min/max empty), nor count a point 
 weighted_mean is not computed here (its refusals of negative or infinite weights live in
 aggregation.weighted_mean_by_group, which works on pairs): a run asking for it takes the pairs path.
 
-Three paths (``aggregate``), each two queries: the matches aggregated, and a scan of the points' facts
-(points_scan_sql: counts only, and no geometry read at all when the header read kept them, kept_point_facts).
+Three paths (``aggregate``), each two queries ("first" a third, for points on a boundary): the matches aggregated,
+and a scan of the points' facts (points_scan_sql: counts only, and no geometry read at all when the header read
+kept them, kept_point_facts).
 - "plain": when the layer holds single points (a multipoint's members can lie in two polygons' interiors) and the
   polygons' interiors are pairwise disjoint (tested here, in GEOS, on the polygons already read), a point in two
   polygons lies on the boundary of one of them, so the per-polygon query (polygon_rows_sql) also counts the pairs
