@@ -489,3 +489,32 @@ def test_only_single_points_allow_the_plain_queries() -> None:
     assert single_points(("Point",)) and single_points(("Point Z",))
     assert not single_points(("MultiPoint",)) and not single_points(("Point", "MultiPoint"))
     assert not single_points(()) and not single_points(None)  # unknown types: the safe query
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_no_point_in_overlapping_zones(make_app: Callable[..., Any], workspace: Path, engine: str) -> None:
+    """OVERLAP_ZONES and points none of which meets a zone: Q4 (900,900) far away, Q3 without geometry, Q5 invalid
+    (a NaN coordinate). The grouping (or the first-polygon query) then has no pair at all: counts [0, 0], 3 points,
+    none counted, one without geometry, both zones without points; summarized, each zone's v has count and sum 0,
+    no mean and no null."""
+    write_layer(workspace / "zones.parquet", OVERLAP_ZONES, UTM, zid=["Z1", "Z2"])
+    points = [Point(g(900, 900)), None, Point(g(150, math.nan))]
+    write_layer(workspace / "points.parquet", points, UTM, pid=["Q4", "Q3", "Q5"], v=[9.0, 7.0, 2.0])
+    result = make_app(MAPSMITH_ENGINE=NAME[engine]).run("count_in_polygons", {**ARGS, "output_path": "n.parquet"})
+    assert result.engine["name"] == NAME[engine]
+    assert PATH[engine] in _path_note(workspace, "n.parquet")
+    assert read(workspace / "n.parquet")["point_count"].tolist() == [0, 0]
+    expected = {
+        "points": 3,
+        "points_counted": 0,
+        "points_in_no_polygon": 3,
+        "points_without_geometry": 1,
+        "points_in_several_polygons": 0,
+        "polygons_with_no_points": 2,
+    }
+    assert {k: result.answer[k] for k in expected} == expected
+    args = {**ARGS, "field": "v", "statistics": "mean,sum,count", "output_path": "ns.parquet"}
+    make_app(MAPSMITH_ENGINE=NAME[engine]).run("summarize_points_in_polygons", args)
+    out = read(workspace / "ns.parquet")
+    assert (out["v_count"].tolist(), out["v_sum"].tolist()) == ([0, 0], [0.0, 0.0])  # no value: count and sum 0
+    assert out["v_mean"].isna().all() and out["v_null_count"].tolist() == [0, 0]
