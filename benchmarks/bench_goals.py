@@ -219,7 +219,7 @@ def spawn(role: str, spec: dict[str, Any], timeout: float, cap: memory_cap.Memor
 
 
 def output_answer(path: Path, op: goal_ops.GoalOp) -> dict[str, Any]:
-    """Rows, a digest of the sorted integer keys (NULL as -1) and the op's measure, read with DuckDB."""
+    """Rows, a digest of the sorted integer keys (NULL as -1), the op's measure and its parts, read with DuckDB."""
     import numpy as np
 
     from mapsmith_opensource.duckdb_spatial import connect
@@ -238,6 +238,7 @@ def output_answer(path: Path, op: goal_ops.GoalOp) -> dict[str, Any]:
         columns = con.execute(f"SELECT {keys} FROM t ORDER BY {order}").fetchnumpy()
         array = np.column_stack([np.asarray(columns[f"k{i}"]) for i in range(len(op.keys))])
         measure = con.execute(f"SELECT {op.measure} FROM t").fetchone()[0] if op.measure else None
+        parts = con.execute(f"SELECT {op.parts} FROM t").fetchone()[0] if op.parts else None
     finally:
         con.close()
     array = array.astype(np.int64).reshape(-1, len(op.keys))
@@ -245,6 +246,7 @@ def output_answer(path: Path, op: goal_ops.GoalOp) -> dict[str, Any]:
         "rows": int(array.shape[0]),
         "keys_sha256_16": hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16],
         "measure": None if measure is None else float(measure),
+        **({} if parts is None else {"parts": int(parts)}),
     }
 
 

@@ -45,6 +45,10 @@ class GoalOp:
     geopandas: Callable[[dict[str, Any]], Any]  # frames by stem -> the output frame
     keys: tuple[str, ...]  # integer columns digested (sorted) to compare outputs; NULL reads as -1
     measure: str | None  # a DuckDB aggregate over the output table ``t`` (geometry decoded), or None
+    # An integer DuckDB aggregate over ``t`` that must be equal, not close: how many polygons the output holds, where
+    # an engine may give the same area as other geometry (dissolve_layer: SedonaDB's ST_Union_Agg merges the
+    # benchmark parcels' slivers, one polygon per band with 95 coordinates where GEOS gives 146 and 2,524)
+    parts: str | None = None
     output_suffix: str = ".parquet"
     table_output: bool = False  # the output has no geometry column
     features_from: str = "points"  # the input whose size is the row's "features"
@@ -207,6 +211,7 @@ OPERATIONS: dict[str, GoalOp] = {
             keys=("band",),
             measure="sum(ST_Area(geometry))",
             features_from="parcels",
+            parts="sum(ST_NumGeometries(geometry))",
         ),
         GoalOp(
             "overlay_layers",

@@ -68,7 +68,8 @@ def verdict(summaries: dict[str, dict[str, Any]], agreeing: set[str], variant: s
 
 
 def agreeing_variants(answers: dict[str, dict[str, Any]], tolerance: float) -> tuple[set[str], bool | None]:
-    """The variants whose answer matches the most common one (rows, key digest, measure within ``tolerance``).
+    """The variants whose answer matches the most common one (rows, key digest and parts equal, where the answers
+    count parts, and measure within ``tolerance``).
 
     The reference is the answer most variants gave (ties broken by the raw engines first, then by name), so a
     single engine with a different answer is the one left out, not the majority.
@@ -77,7 +78,7 @@ def agreeing_variants(answers: dict[str, dict[str, Any]], tolerance: float) -> t
         return set(), None
     exact: dict[tuple[Any, ...], list[str]] = {}
     for variant, a in answers.items():
-        exact.setdefault((a["rows"], a["keys_sha256_16"]), []).append(variant)
+        exact.setdefault((a["rows"], a["keys_sha256_16"], a.get("parts")), []).append(variant)
     groups = sorted(exact.values(), key=lambda g: (-len(g), not any(is_raw(v) for v in g), sorted(g)))
     reference = answers[groups[0][0]]
     same = set()

@@ -290,9 +290,10 @@ def goals_section(
         "process's peak RSS plus that of every process it started (a Spark JVM, the MCP server and its sandbox "
         "worker; for MCP the client's own is left out) and "
         "of the application's Spark executors on a cluster: a sum of peaks. The fastest engine is the fastest "
-        "whose output agreed: the same rows, the same digest of the sorted key columns, and the same measure "
-        "(an area or coordinate sum) within a relative "
-        f"{p.get('measure_relative_tolerance', 1e-6):g}. Times are medians; memory is the largest peak.",
+        "whose output agreed: the same rows, the same digest of the sorted key columns, the same number of "
+        "polygons where the operation counts them (dissolve_layer), and the same measure (an area or coordinate "
+        f"sum) within a relative {p.get('measure_relative_tolerance', 1e-6):g}. Times are medians; memory is the "
+        "largest peak.",
         "",
         "The machine was shared with other work while this ran, so the figures are noisy and the ratios can "
         "swing either way: the load average at each variant's first run is in the second table of each size. "

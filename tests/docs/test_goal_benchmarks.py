@@ -106,6 +106,16 @@ def test_agreement_is_the_majority_answer_with_a_measure_tolerance() -> None:
     assert goal_verdicts.agreeing_variants(clean, 1e-6) == ({"duckdb", "geopandas", "mapsmith_api"}, True)
 
 
+def test_agreement_counts_parts_exactly_where_the_answers_count_them() -> None:
+    """Dissolved parcels: the same rows, keys and area within the tolerance, but one engine merged 146 polygons into
+    one: not the same answer. Without a part count (older results) the areas alone decide, as before."""
+    same = {"rows": 46, "keys_sha256_16": "aa", "measure": 883280757.0, "parts": 146}
+    answers = {"duckdb": same, "mapsmith_api": same, "sedonadb": {**same, "measure": 883280755.0, "parts": 1}}
+    assert goal_verdicts.agreeing_variants(answers, 1e-6) == ({"duckdb", "mapsmith_api"}, False)
+    without = {k: {key: v for key, v in a.items() if key != "parts"} for k, a in answers.items()}
+    assert goal_verdicts.agreeing_variants(without, 1e-6) == ({"duckdb", "mapsmith_api", "sedonadb"}, True)
+
+
 # -- reading outputs back --------------------------------------------------------------------------
 
 
