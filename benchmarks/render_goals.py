@@ -269,11 +269,18 @@ def _mcp_setup(r: dict[str, Any]) -> str:
     return text
 
 
+def _counts_parts(op: dict[str, Any]) -> bool:
+    """Whether the operation's answers were compared by their number of polygons too (goal_ops.GoalOp.parts)."""
+    return any("parts" in a for a in (op.get("answers") or {}).values())
+
+
 def goals_section(
     r: dict[str, Any], title: str = "Goals: each operation through MapSmith against the engines"
 ) -> list[str]:
     p, m, goal = r["parameters"], r["machine"], r["parameters"]["goal"]
     cap = p.get("memory_cap")
+    counted = sorted({name for size in r["sizes"] for name, op in size["operations"].items() if _counts_parts(op)})
+    parts = f"the same number of polygons ({', '.join(counted)}), " if counted else ""
     lines = [
         f"## {title}",
         "",
@@ -290,10 +297,9 @@ def goals_section(
         "process's peak RSS plus that of every process it started (a Spark JVM, the MCP server and its sandbox "
         "worker; for MCP the client's own is left out) and "
         "of the application's Spark executors on a cluster: a sum of peaks. The fastest engine is the fastest "
-        "whose output agreed: the same rows, the same digest of the sorted key columns, the same number of "
-        "polygons where the operation counts them (dissolve_layer), and the same measure (an area or coordinate "
-        f"sum) within a relative {p.get('measure_relative_tolerance', 1e-6):g}. Times are medians; memory is the "
-        "largest peak.",
+        f"whose output agreed: the same rows, the same digest of the sorted key columns, {parts}and the same "
+        f"measure (an area or coordinate sum) within a relative {p.get('measure_relative_tolerance', 1e-6):g}. "
+        "Times are medians; memory is the largest peak.",
         "",
         "The machine was shared with other work while this ran, so the figures are noisy and the ratios can "
         "swing either way: the load average at each variant's first run is in the second table of each size. "
