@@ -128,8 +128,9 @@ def polygon_rows_sql(points: str, zones: str) -> str:
 
 
 # interiors_disjoint tests the polygons in blocks of this many, doubling: overlapping polygons are usually found in
-# the first block, while disjoint ones are all tested, in as few calls as one pass would take. Measured on 100,000
-# benchmark parcels (some overlapping): the whole test in one pass took 1.2 s.
+# the first block, while disjoint ones are all tested, in as few calls as one pass would take. Measured on the
+# benchmark inputs, which overlap: the whole test in one pass took 0.16 s on 10,000 zones and 1.2 s on 100,000 parcels,
+# in blocks 0.017-0.018 s and 0.030-0.039 s (three calls each, one process).
 FIRST_BLOCK = 256
 
 
