@@ -14,6 +14,7 @@ still meet the goal.
     python benchmarks/discovery_calibrate.py --scope    # the out-of-scope leads, on the calibration half
     python benchmarks/discovery_calibrate.py --weak     # the weak-support score's weights, on the calibration half
     python benchmarks/discovery_calibrate.py --fusion   # found@1 of the fusion's k and weights (minutes)
+    python benchmarks/discovery_calibrate.py --fields   # the lexical document's field weights, on the calibration half
 
 ``--scope`` calibrates ``support.SCOPE_MIN_LEXICAL_LEAD`` and ``SCOPE_MIN_VECTOR_LEAD`` (how clearly a declared
 out-of-scope task of ``mapsmith.catalog.scope`` must outrank every operation) on the calibration half of the
@@ -33,6 +34,11 @@ half's answerable requests are answered ``unsure`` with every facet declared, ev
 ``--fusion`` counts found@1 over the rows nothing / + wanted output / + geometry type of the page, over the
 built-in catalogue and with QGIS's algorithms (``tests/data/qgis_algorithms.json``), for lexical alone and
 for each fusion setting tried; ``search.RRF_K`` and ``search.RRF_WEIGHTS`` hold the best.
+
+``--fields`` counts fusion found@1 on the calibration half (the five facet rows) over both catalogues for each weight,
+1 or 2, of the lexical document's name, summary and keywords (``search.LEXICAL_FIELD_WEIGHTS``, BM25F's field weights
+as repetitions) and prints the setting with the fewest repetitions among those within ``FIELD_WEIGHT_TIE_SHARE`` of
+the searches of the best sum.
 """
 
 from __future__ import annotations
@@ -303,7 +309,7 @@ def calibrate_weak(path: Path = QUERIES, app: Any = None) -> tuple[dict[str, flo
 
 FUSION_KS = (5, 20, 60)
 FUSION_LEXICAL_WEIGHTS = (1.0, 1.5, 2.0)
-OWN_PRIORS = (0.0, 0.1, 0.2, 0.35)
+OWN_PRIORS = (0.0, 0.1, 0.15, 0.2, 0.35)
 
 
 def fusion_grid() -> None:
@@ -346,8 +352,67 @@ def fusion_grid() -> None:
         search.RRF_K, search.RRF_WEIGHTS, search.OWN_PRIOR = saved
 
 
+FIELD_WEIGHT_CHOICES = (1, 2)
+# Settings whose found@1 sum is within this share of the searches of the best are one another's noise (a request or
+# two of the half move with any keyword added): the one with the fewest repetitions among them is kept.
+FIELD_WEIGHT_TIE_SHARE = 0.005
+
+
+def field_grid() -> dict[tuple[int, int, int], tuple[int, int]]:
+    """Fusion found@1 on the calibration half, the five facet rows, over the built-in catalogue and with QGIS's
+    algorithms, for each (name, summary, keywords) weight of ``search.LEXICAL_FIELD_WEIGHTS`` in
+    ``FIELD_WEIGHT_CHOICES``; prints each and the best sum."""
+    import itertools
+
+    from discovery_report import ROWS, declared_facets
+
+    from mapsmith.catalog import search
+
+    data = load_queries()
+    half = [r for r in data["requests"] if in_calibration_half(r["id"])]
+
+    def found_at_1(app: Any) -> int:
+        search._INDEXES.clear()  # the lexical documents are built with the index
+        hits = 0
+        for _, names in ROWS:
+            for r in half:
+                answer = search.discover(app, r["request"], engine="fusion", **declared_facets(r["facets"], names))
+                first = [c["operation"] for c in answer["candidates"]][:1]
+                hits += bool(first) and first[0] in r["accept"]
+        return hits
+
+    apps = (make_app(), make_app(with_qgis=True))
+    saved = dict(search.LEXICAL_FIELD_WEIGHTS)
+    results: dict[tuple[int, int, int], tuple[int, int]] = {}
+    try:
+        for name, summary, keywords in itertools.product(FIELD_WEIGHT_CHOICES, repeat=3):
+            search.LEXICAL_FIELD_WEIGHTS.clear()
+            search.LEXICAL_FIELD_WEIGHTS.update(name=name, summary=summary, keywords=keywords)
+            built_in, with_qgis = (found_at_1(app) for app in apps)
+            results[(name, summary, keywords)] = (built_in, with_qgis)
+            print(
+                f"name {name}, summary {summary}, keywords {keywords}: fusion found@1 built-in {built_in}/"
+                f"{len(ROWS) * len(half)}, with QGIS {with_qgis}",
+                flush=True,
+            )
+    finally:
+        search.LEXICAL_FIELD_WEIGHTS.clear()
+        search.LEXICAL_FIELD_WEIGHTS.update(saved)
+        search._INDEXES.clear()
+    top = max(sum(v) for v in results.values())
+    margin = FIELD_WEIGHT_TIE_SHARE * 2 * len(ROWS) * len(half)
+    near = [k for k, v in results.items() if sum(v) >= top - margin]
+    best = min(near, key=lambda k: (sum(k), k))  # the fewest repetitions among the settings within the margin
+    print(f"best sum {top}; within {margin:g} of it: {near}")
+    print(f"LEXICAL_FIELD_WEIGHTS = {dict(zip(('name', 'summary', 'keywords'), best, strict=True))!r}")
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if "--fields" in args:
+        field_grid()
+        return 0
     if "--fusion" in args:
         fusion_grid()
         return 0

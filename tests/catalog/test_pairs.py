@@ -105,6 +105,15 @@ def test_with_qgis_a_qgis_only_job_is_found_by_its_help(qgis_app: Any) -> None:
     assert answer["candidates"][0]["stack"] == "qgis"
 
 
+def test_with_qgis_an_algorithm_first_on_both_rankers_stays_first(qgis_app: Any) -> None:
+    # qgis:native:creategrid is first on both rankers, our operations behind it: the own prior must not lift one above
+    # it (at OWN_PRIOR 0.35 rasterize_layer, second on both, came first)
+    for engine in ("lexical", "vector", "auto"):
+        answer = search.discover(qgis_app, "hexagon grid over the country", engine=engine)
+        assert answer["candidates"][0]["operation"] == "qgis:native:creategrid", engine
+        assert answer["candidates"][1]["stack"] == "mapsmith", engine
+
+
 def test_with_qgis_gdal_dissolve_does_not_outrank_our_dissolve(qgis_app: Any) -> None:
     # qgis:gdal:dissolve and qgis:native:dissolve both do dissolve_layer's job: ours comes first, named as such
     answer = search.discover(qgis_app, "dissolve the parcels by owner")

@@ -222,6 +222,25 @@ def test_auto_is_the_ranker_that_measures_best(rendered: str) -> None:
     )
 
 
+def _found1_report(found1: dict[str, int]) -> Any:
+    """A report whose every facet row has ``found1[engine]`` requests found first (and no other measure)."""
+    cells = {(row, e): report.Cell(found1=n) for row, _ in report.ROWS for e, n in found1.items()}
+    return report.Report(
+        answerable=0, unanswerable=0, catalog_size=0, rankers={}, remaining={}, kept={}, cells=cells, statuses={}
+    )
+
+
+def test_auto_is_judged_over_both_catalogues() -> None:
+    """Built-in alone, lexical leads fusion by 1 a row (5 over the five rows); with QGIS fusion leads by 10 a row
+    (50): over both, fusion (5 * (30 + 40) = 350 against 5 * (31 + 30) = 305). Each catalogue alone picks its own."""
+    built_in = _found1_report({"lexical": 31, "vector": 20, "fusion": 30})
+    with_qgis = _found1_report({"lexical": 30, "vector": 25, "fusion": 40})
+    assert report.best_engine(built_in) == "lexical"
+    assert report.best_engine(with_qgis) == "fusion"
+    assert report.best_engine(built_in, with_qgis) == "fusion"
+    assert report.found1_sums(built_in, ["lexical", "fusion"]) == "`lexical` 155, `fusion` 150"
+
+
 def test_the_page_measures_discovery_with_qgis_algorithms_without_needing_qgis(rendered: str) -> None:
     # the QGIS table comes from the committed extract, so it is there whether QGIS is installed or not
     assert (REPO / "tests" / "data" / "qgis_algorithms.json").exists()
