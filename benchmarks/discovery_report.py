@@ -637,7 +637,7 @@ def _count_pct(n: int, total: int) -> str:
 
 BLIND = REPO / "tests" / "data" / "discovery_blind.json"
 # Written later, each request with the facets its writer would declare: measured with nothing and with every facet.
-BLIND_SETS = (BLIND, *(REPO / "tests" / "data" / f"discovery_blind{n}.json" for n in (2, 3)))
+BLIND_SETS = (BLIND, *(REPO / "tests" / "data" / f"discovery_blind{n}.json" for n in (2, 3, 4)))
 
 
 def _blind_section(paths: Sequence[Path] = BLIND_SETS) -> list[str]:

@@ -296,7 +296,9 @@ def test_the_latency_section_renders_the_recorded_measurement(tmp_path: Path, re
     assert "is missing" in "\n".join(report._latency_section(tmp_path / "absent.json"))
 
 
-@pytest.mark.parametrize("name", ["discovery_blind.json", "discovery_blind2.json", "discovery_blind3.json"])
+@pytest.mark.parametrize(
+    "name", ["discovery_blind.json", "discovery_blind2.json", "discovery_blind3.json", "discovery_blind4.json"]
+)
 def test_the_blind_sets_are_well_formed_and_on_the_page(rendered: str, name: str) -> None:
     """tests/data/discovery_blind*.json: 40 + 40 requests with unique ids, accepted operations that exist, the
     main file's scopes; none of its requests is also in the main query file or another set (it would not be
