@@ -333,7 +333,10 @@ def test_the_blind_sets_are_well_formed_and_on_the_page(rendered: str, name: str
         "refused 31;",
         "discovery_blind3.json": "- Measured on 90f5a77: built-in, nothing declared: found@1 20, found@3 29, "
         "refused 28;",
-    }[name]
+    }.get(name)
+    if first is None:  # measured once (the table on the page is its first measurement): no history yet
+        assert len(history) == 1 and history[0]["change"] is None
+        return
     assert first in rendered
 
 
