@@ -282,9 +282,16 @@ def qgis_contracts(path: Path = QGIS_EXTRACT) -> dict[str, Any]:
 
 def ranker_availability(app: Any, discover: Discover) -> dict[str, str]:
     """Per ranker, what it is (the page names it) or ``unavailable: <why>``, as ``discover`` sees it."""
+    from mapsmith.catalog.search import LEXICAL_FIELD_WEIGHTS
     from mapsmith.errors import MapSmithError
 
-    out = {"lexical": "Okapi BM25 in plain Python (`mapsmith.catalog.lexical`)"}
+    weighted = [
+        f"the {field} {'twice' if times == 2 else f'{times} times'}"
+        for field, times in LEXICAL_FIELD_WEIGHTS.items()
+        if times != 1
+    ]
+    fields = f", an entry's fields counted as BM25F weights (`search.LEXICAL_FIELD_WEIGHTS`: {', '.join(weighted)})"
+    out = {"lexical": "Okapi BM25 in plain Python (`mapsmith.catalog.lexical`)" + (fields if weighted else "")}
     try:
         discover(app, "", engine="vector")
     except MapSmithError as exc:
