@@ -107,7 +107,8 @@ def test_with_qgis_a_qgis_only_job_is_found_by_its_help(qgis_app: Any) -> None:
 
 def test_with_qgis_an_algorithm_first_on_both_rankers_stays_first(qgis_app: Any) -> None:
     # qgis:native:creategrid is first on both rankers, our operations behind it: the own prior must not lift one above
-    # it (at OWN_PRIOR 0.35 rasterize_layer, second on both, came first)
+    # it (at OWN_PRIOR 0.35 rasterize_layer, second on the vector ranker and third on BM25 before the prior, came first
+    # on the vector ranker and in the fusion)
     for engine in ("lexical", "vector", "auto"):
         answer = search.discover(qgis_app, "hexagon grid over the country", engine=engine)
         assert answer["candidates"][0]["operation"] == "qgis:native:creategrid", engine

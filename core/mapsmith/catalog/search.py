@@ -98,9 +98,9 @@ RRF_WEIGHTS = (2.0, 1.0)
 # fusion found@1 on the calibration half (114 requests, the five facet rows, 570 searches) over the built-in catalogue
 # and with QGIS's algorithms: each field once 322 / 312; the keywords twice 342 / 308; all three twice 331 / 322, the
 # best sum by 1 to 3 over the other settings with the keywords twice, which it calls noise (within 0.5 % of the
-# 1,140 searches) and keeps the fewest repetitions of. Larger keyword weights kept rising on that half (6 times,
-# with the name twice: 353 / 336) while the held-out half and the blind sets did not: the keywords were partly chosen
-# from the query file's misses, so the grid stops at 2.
+# 1,140 searches) and keeps the fewest repetitions of. Larger keyword weights kept rising on that half in a scratch
+# run (keywords 6 times and the name twice: 353 / 336) while the held-out half and the blind sets did not: the
+# keywords were partly chosen from the query file's misses, so the grid stops at 2.
 LEXICAL_FIELD_WEIGHTS: dict[str, int] = {"name": 1, "summary": 1, "keywords": 2}
 # At most this many remaining entries are all delivered ("choose"): few enough to read in one reply.
 CHOOSE_LIMIT = 30
@@ -118,13 +118,14 @@ UNSURE_DEPTH = 8
 # order). `python benchmarks/discovery_calibrate.py --fusion` tries 0, 0.1, 0.15, 0.2 and 0.35 with QGIS's
 # algorithms in (the rows nothing, + wanted output, + geometry type; 615 searches), measured with the lexical field
 # weights (LEXICAL_FIELD_WEIGHTS): fusion found@1 335, 347, 350, 356, 357; 0.2 is kept because at 0.35 "hexagon grid
-# over the country" finds rasterize_layer first, second on both rankers behind qgis:native:creategrid, a job only
-# QGIS does. (Before the field weights, of 426 searches: 209, 218, 221 and 224 at 0, 0.1, 0.2 and 0.35.) The query
-# file accepts MapSmith's own operations only, so a larger prior scores better there whether or not the algorithm it
-# passes was the better answer; 0.15 was tried as the largest prior that cannot lift an operation second on both
-# rankers above an algorithm first on both (7/6 - 1 at k = 5): with QGIS, the five rows, fusion found@1 on the
-# held-out half 265 of 455 against 279 at 0.2 (blind sets 362 against 366 of 600), most of the difference where the
-# algorithm it left first was the worse answer (qgis:native:promotetomulti for "multipart to single part").
+# over the country" finds rasterize_layer first (second on the vector ranker and third on BM25 before the prior,
+# behind qgis:native:creategrid on both), a job only QGIS does. (Before the field weights, of 426 searches: 209, 218,
+# 221 and 224 at 0, 0.1, 0.2 and 0.35.) The query file accepts MapSmith's own operations only, so a larger prior
+# scores better there whether or not the algorithm it passes was the better answer; 0.15 was tried as the largest
+# prior that cannot lift an operation second on both rankers above an algorithm first on both (7/6 - 1 at k = 5):
+# with QGIS, the five rows, fusion found@1 on the held-out half 265 of 455 against 279 at 0.2 (blind sets 362
+# against 366 of 600), most of the difference where the algorithm it left first was the worse answer
+# (qgis:native:promotetomulti for "multipart to single part").
 OWN_PRIOR = 0.2
 # Category is a guess about our taxonomy: it adds this share of the best score, it never filters.
 CATEGORY_BOOST = 0.1
