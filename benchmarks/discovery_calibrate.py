@@ -36,7 +36,7 @@ built-in catalogue and with QGIS's algorithms (``tests/data/qgis_algorithms.json
 for each fusion setting tried; ``search.RRF_K`` and ``search.RRF_WEIGHTS`` hold the best.
 
 ``--fields`` counts fusion found@1 on the calibration half (the five facet rows) over both catalogues for each weight,
-1 or 2, of the lexical document's name, summary and keywords (``search.LEXICAL_FIELD_WEIGHTS``, BM25F's field weights
+1 or 2, of the lexical document's name, summary and keywords (``index.LEXICAL_FIELD_WEIGHTS``, BM25F's field weights
 as repetitions) and prints the setting with the fewest repetitions among those within ``FIELD_WEIGHT_TIE_SHARE`` of
 the searches of the best sum.
 """
@@ -68,15 +68,15 @@ class Calibration:
 
 def signals(app: Any, text: str) -> tuple[float, float]:
     """Lexical support and vector support of ``text`` over the catalogue of ``app``."""
-    from mapsmith.catalog.search import _index, _rank
+    from mapsmith.catalog.index import catalog_index, ranked_scores
     from mapsmith.catalog.support import lexical_support
 
-    idx = _index(app.host.contracts)
+    idx = catalog_index(app.host.contracts)
     ranker, reason = idx.vector()
     if ranker is None:
         raise SystemExit(f"the vector ranker is unavailable ({reason}); nothing to calibrate")
     names = list(idx.contracts)
-    vector = _rank(ranker, text, names)
+    vector = ranked_scores(ranker, text, names)
     return lexical_support(text, idx.vocabulary, len(names)), max(vector.values(), default=0.0)
 
 
@@ -120,14 +120,14 @@ def scope_leads(app: Any, text: str) -> tuple[float, float, bool]:
     """The best out-of-scope task's lead over the best operation (BM25 over both, best-passage cosine), and
     whether the support signals alone already answer ``text`` none."""
     from mapsmith.catalog import support
-    from mapsmith.catalog.search import _index, _rank
+    from mapsmith.catalog.index import catalog_index, ranked_scores
 
-    idx = _index(app.host.contracts)
+    idx = catalog_index(app.host.contracts)
     ranker, reason = idx.vector()
     if ranker is None:
         raise SystemExit(f"the vector ranker is unavailable ({reason}); nothing to calibrate")
     entries, tasks = list(idx.contracts), list(idx.scope_docs)
-    vector = _rank(ranker, text, entries + tasks)
+    vector = ranked_scores(ranker, text, entries + tasks)
     assert idx.scope_lexical is not None
     lexical = idx.scope_lexical.scores(text)
     best_task = max(tasks, key=lambda n: (vector[n], lexical[n], n))
@@ -195,16 +195,17 @@ WEAK_L2 = 1.0
 def weak_rows(app: Any, data: dict[str, Any]) -> list[tuple[tuple[float, ...], int, bool]]:
     """(signals, 1 when unanswerable, in the calibration half) per request, then the contracts' examples (answerable,
     calibration side)."""
-    from mapsmith.catalog.search import _index, _scores, query_signals
+    from mapsmith.catalog.index import all_scores, catalog_index
+    from mapsmith.catalog.signals import query_signals
 
-    idx = _index(app.host.contracts)
+    idx = catalog_index(app.host.contracts)
     ranker, reason = idx.vector()
     if ranker is None:
         raise SystemExit(f"the vector ranker is unavailable ({reason}); nothing to calibrate")
     names = [*idx.contracts, *idx.scope_docs]
 
     def values(text: str) -> tuple[float, ...]:
-        signals = query_signals(idx, text, _scores(ranker, text, names))
+        signals = query_signals(idx, text, all_scores(ranker, text, names))
         assert signals is not None
         return signals.values()
 
@@ -360,19 +361,19 @@ FIELD_WEIGHT_TIE_SHARE = 0.005
 
 def field_grid() -> dict[tuple[int, int, int], tuple[int, int]]:
     """Fusion found@1 on the calibration half, the five facet rows, over the built-in catalogue and with QGIS's
-    algorithms, for each (name, summary, keywords) weight of ``search.LEXICAL_FIELD_WEIGHTS`` in
+    algorithms, for each (name, summary, keywords) weight of ``index.LEXICAL_FIELD_WEIGHTS`` in
     ``FIELD_WEIGHT_CHOICES``; prints each and the best sum."""
     import itertools
 
     from discovery_report import ROWS, declared_facets
 
-    from mapsmith.catalog import search
+    from mapsmith.catalog import index, search
 
     data = load_queries()
     half = [r for r in data["requests"] if in_calibration_half(r["id"])]
 
     def found_at_1(app: Any) -> int:
-        search._INDEXES.clear()  # the lexical documents are built with the index
+        index.INDEXES.clear()  # the lexical documents are built with the index
         hits = 0
         for _, names in ROWS:
             for r in half:
@@ -382,12 +383,12 @@ def field_grid() -> dict[tuple[int, int, int], tuple[int, int]]:
         return hits
 
     apps = (make_app(), make_app(with_qgis=True))
-    saved = dict(search.LEXICAL_FIELD_WEIGHTS)
+    saved = dict(index.LEXICAL_FIELD_WEIGHTS)
     results: dict[tuple[int, int, int], tuple[int, int]] = {}
     try:
         for name, summary, keywords in itertools.product(FIELD_WEIGHT_CHOICES, repeat=3):
-            search.LEXICAL_FIELD_WEIGHTS.clear()
-            search.LEXICAL_FIELD_WEIGHTS.update(name=name, summary=summary, keywords=keywords)
+            index.LEXICAL_FIELD_WEIGHTS.clear()
+            index.LEXICAL_FIELD_WEIGHTS.update(name=name, summary=summary, keywords=keywords)
             built_in, with_qgis = (found_at_1(app) for app in apps)
             results[(name, summary, keywords)] = (built_in, with_qgis)
             print(
@@ -396,9 +397,9 @@ def field_grid() -> dict[tuple[int, int, int], tuple[int, int]]:
                 flush=True,
             )
     finally:
-        search.LEXICAL_FIELD_WEIGHTS.clear()
-        search.LEXICAL_FIELD_WEIGHTS.update(saved)
-        search._INDEXES.clear()
+        index.LEXICAL_FIELD_WEIGHTS.clear()
+        index.LEXICAL_FIELD_WEIGHTS.update(saved)
+        index.INDEXES.clear()
     top = max(sum(v) for v in results.values())
     margin = FIELD_WEIGHT_TIE_SHARE * 2 * len(ROWS) * len(half)
     near = [k for k, v in results.items() if sum(v) >= top - margin]

@@ -106,14 +106,14 @@ def timing(encoder: Any) -> dict[str, float]:
 
     from discovery_report import load_queries, make_app
 
-    from mapsmith.catalog import search, vector
+    from mapsmith.catalog import index, vector
 
     times = []
     for r in load_queries()["requests"]:
         start = time.perf_counter()
         encoder([r["request"]])
         times.append(time.perf_counter() - start)
-    idx = search._index(make_app().host.contracts)
+    idx = index.catalog_index(make_app().host.contracts)
     texts = [p for d in {**idx.docs, **idx.scope_docs}.values() for p in vector.passages(d)]
     start = time.perf_counter()
     encoder(texts)
@@ -129,18 +129,18 @@ def measure(encoder: Any = None) -> dict[str, Any]:
     import numpy as np
     from discovery_report import ROWS, declared_facets, load_queries, make_app
 
-    from mapsmith.catalog import search, vector
+    from mapsmith.catalog import index, search, vector
 
-    saved = vector.load, search.is_unsupported, search._out_of_scope
+    saved = vector.load, search.is_unsupported, search.out_of_scope_task
     try:
         if encoder is not None:
             vector.load = lambda docs: vector.VectorRanker(docs, encoder)
-        search._INDEXES.clear()
+        index.INDEXES.clear()
         data = load_queries()
         app = make_app()
         weak = calibrate.weak_rows(app, data)  # with the none rules on: the signals are computed apart
         search.is_unsupported = lambda *args: False
-        search._out_of_scope = lambda *args: None
+        search.out_of_scope_task = lambda *args: None
         rows: dict[str, Any] = {}
         for label, names in ROWS:
             if label not in ROW_LABELS:
@@ -181,8 +181,8 @@ def measure(encoder: Any = None) -> dict[str, Any]:
             "held_out": {"answerable": len(neg), "unanswerable": len(pos), "caught": caught},
         }
     finally:
-        vector.load, search.is_unsupported, search._out_of_scope = saved
-        search._INDEXES.clear()
+        vector.load, search.is_unsupported, search.out_of_scope_task = saved
+        index.INDEXES.clear()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,7 +30,7 @@ from discovery_report import LATENCY, ROWS, declared_facets, load_queries, make_
 
 
 def measure(passes: int) -> dict[str, Any]:
-    from mapsmith.catalog import search
+    from mapsmith.catalog import index
     from mapsmith.catalog.search import discover
 
     data = load_queries()
@@ -38,7 +38,7 @@ def measure(passes: int) -> dict[str, Any]:
     loads = [os.getloadavg()[0]]
     catalogues = []
     for label, app in (("built-in", make_app()), ("with QGIS", make_app(with_qgis=True))):
-        search._INDEXES.clear()  # the index build is timed: none cached from an earlier catalogue
+        index.INDEXES.clear()  # the index build is timed: none cached from an earlier catalogue
         start = time.perf_counter()
         discover(app, "warm up the index")
         build_ms = (time.perf_counter() - start) * 1000

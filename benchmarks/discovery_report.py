@@ -282,7 +282,7 @@ def qgis_contracts(path: Path = QGIS_EXTRACT) -> dict[str, Any]:
 
 def ranker_availability(app: Any, discover: Discover) -> dict[str, str]:
     """Per ranker, what it is (the page names it) or ``unavailable: <why>``, as ``discover`` sees it."""
-    from mapsmith.catalog.search import LEXICAL_FIELD_WEIGHTS
+    from mapsmith.catalog.index import LEXICAL_FIELD_WEIGHTS
     from mapsmith.errors import MapSmithError
 
     weighted = [
@@ -290,7 +290,7 @@ def ranker_availability(app: Any, discover: Discover) -> dict[str, str]:
         for field, times in LEXICAL_FIELD_WEIGHTS.items()
         if times != 1
     ]
-    fields = f", an entry's fields counted as BM25F weights (`search.LEXICAL_FIELD_WEIGHTS`: {', '.join(weighted)})"
+    fields = f", an entry's fields counted as BM25F weights (`index.LEXICAL_FIELD_WEIGHTS`: {', '.join(weighted)})"
     out = {"lexical": "Okapi BM25 in plain Python (`mapsmith.catalog.lexical`)" + (fields if weighted else "")}
     try:
         discover(app, "", engine="vector")

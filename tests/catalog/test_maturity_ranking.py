@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mapsmith.catalog import search
+from mapsmith.catalog import index
 from mapsmith.catalog.facets import EntryFacets
 from mapsmith.catalog.maturity import maturity_of, signatures, stable_first
 from mapsmith.catalog.search import discover
@@ -20,9 +20,9 @@ from mapsmith.workspace import Workspace
 
 @pytest.fixture(autouse=True)
 def fresh_index() -> Iterator[None]:
-    search._INDEXES.clear()
+    index.INDEXES.clear()
     yield
-    search._INDEXES.clear()
+    index.INDEXES.clear()
 
 
 class _CatalogOnly:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mapsmith.catalog import search
+from mapsmith.catalog import index, search
 from mapsmith.catalog.pairs import SAME_JOB, own_first, same_job_as, stack_of
 from mapsmith.contracts import load_builtin_contracts, parse_contract
 from mapsmith.workspace import Workspace
@@ -22,9 +22,9 @@ EXTRACT = Path(__file__).resolve().parents[2] / "tests" / "data" / "qgis_algorit
 
 @pytest.fixture(autouse=True)
 def fresh_index() -> Iterator[None]:
-    search._INDEXES.clear()
+    index.INDEXES.clear()
     yield
-    search._INDEXES.clear()
+    index.INDEXES.clear()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mapsmith.app import MapSmith
-from mapsmith.catalog import search, support
+from mapsmith.catalog import index, support
 from mapsmith.catalog.scope import OUT_OF_SCOPE, SCOPE_PREFIX, by_name, in_catalogue, scope_documents
 from mapsmith.catalog.search import discover
 from mapsmith.contracts import load_builtin_contracts, parse_contract
@@ -24,9 +24,9 @@ EXTRACT = Path(__file__).resolve().parents[2] / "tests" / "data" / "qgis_algorit
 
 @pytest.fixture(autouse=True)
 def fresh_index() -> Iterator[None]:
-    search._INDEXES.clear()
+    index.INDEXES.clear()
     yield
-    search._INDEXES.clear()
+    index.INDEXES.clear()
 
 
 class _CatalogOnly:

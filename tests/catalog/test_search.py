@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mapsmith.app import MapSmith
-from mapsmith.catalog import search
+from mapsmith.catalog import index, search
 from mapsmith.catalog.search import CHOOSE_LIMIT, RANKED_LIMIT, discover, record_next_operation
 from mapsmith.errors import ArgumentError, MapSmithError
 from mapsmith.hookspecs import hookimpl
@@ -19,9 +19,9 @@ from mapsmith.hookspecs import hookimpl
 @pytest.fixture(autouse=True)
 def fresh_index() -> Iterator[None]:
     # The index caches the vector ranker's load; a test that fakes it must not leak into the next.
-    search._INDEXES.clear()
+    index.INDEXES.clear()
     yield
-    search._INDEXES.clear()
+    index.INDEXES.clear()
 
 
 def _names(answer: dict[str, Any]) -> list[str]:
@@ -176,7 +176,7 @@ def test_invalid_values_are_refused_with_the_accepted_ones(
 
 def test_answers_are_deterministic(app: MapSmith) -> None:
     first = discover(app, "count the points that fall in each district", engine="lexical")
-    search._INDEXES.clear()
+    index.INDEXES.clear()
     assert discover(app, "count the points that fall in each district", engine="lexical") == first
 
 
@@ -194,7 +194,7 @@ class _FakeVector:
 
 
 def _fake_vector(monkeypatch: pytest.MonkeyPatch, ranker: Any, reason: str | None = None) -> None:
-    monkeypatch.setattr(search, "_load_vector", lambda docs: (ranker, reason))
+    monkeypatch.setattr(index, "load_vector", lambda docs: (ranker, reason))
 
 
 def test_auto_uses_vector_when_it_loads(app: MapSmith, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -242,7 +242,7 @@ def test_lexical_engine_never_loads_the_vector_ranker_without_a_query(
     def boom(docs: Any) -> Any:
         raise AssertionError("loaded")
 
-    monkeypatch.setattr(search, "_load_vector", boom)
+    monkeypatch.setattr(index, "load_vector", boom)
     assert discover(app, "", engine="lexical")["engine"] == "lexical"
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mapsmith.app import MapSmith
-from mapsmith.catalog import search, support
+from mapsmith.catalog import index, search, signals, support
 from mapsmith.catalog.search import _disagree, discover, fuse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,9 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(autouse=True)
 def fresh_index() -> Iterator[None]:
-    search._INDEXES.clear()
+    index.INDEXES.clear()
     yield
-    search._INDEXES.clear()
+    index.INDEXES.clear()
 
 
 def _names(answer: dict[str, Any]) -> list[str]:
@@ -47,7 +47,7 @@ OFF_TOPIC = [
 def test_an_off_topic_request_is_answered_none_with_the_nearest_as_not_a_match(
     app: MapSmith, request_text: str
 ) -> None:
-    idx = search._index(app.host.contracts)
+    idx = index.catalog_index(app.host.contracts)
     assert support.lexical_support(request_text, idx.vocabulary, len(idx.contracts)) == 0.0
     answer = discover(app, request_text)
     assert answer["status"] == "none"
@@ -126,7 +126,7 @@ def test_thin_support_is_unsure_with_candidates_not_none(app: MapSmith) -> None:
     # The caller's own nouns (trees, parks) are in no catalogue's vocabulary; one known word (count) remains.
     # The rule of the first rounds (low lexical support or coverage) answered this none, though
     # count_in_polygons does it: thin support is answered unsure, with the right operation among the candidates.
-    idx = search._index(app.host.contracts)
+    idx = index.catalog_index(app.host.contracts)
     assert 0 < support.lexical_support("count the trees in each park", idx.vocabulary, len(idx.contracts)) < 1
     answer = discover(app, "count the trees in each park")
     assert answer["status"] == "unsure" and answer["support"] == "weak"
@@ -143,11 +143,11 @@ def test_thin_support_is_unsure_with_candidates_not_none(app: MapSmith) -> None:
 
 
 def _weak_score(app: MapSmith, text: str) -> float:
-    idx = search._index(app.host.contracts)
+    idx = index.catalog_index(app.host.contracts)
     ranker, _ = idx.vector()
-    signals = search.own_signals(idx, text, search._scores(ranker, text, [*idx.contracts, *idx.scope_docs]))
-    assert signals is not None
-    return support.weak_support(signals)
+    found = signals.own_signals(idx, text, index.all_scores(ranker, text, [*idx.contracts, *idx.scope_docs]))
+    assert found is not None
+    return support.weak_support(found)
 
 
 # Written for this test, not taken from the query files: a drive-time area (an isochrone, which needs a road

@@ -5,8 +5,9 @@ the static-embedding ranker in ``vector`` (its model is committed with the packa
 if those files are missing or altered), whether a request is supported at all (the ``none`` status) in
 ``support``, the tasks the catalogue declares it does not do (geocoding, routing, ...) in ``scope``, which
 QGIS algorithm does the job of one of ours in ``pairs``, experimental operations after the stable ones doing
-their job in ``maturity``, and the opt-in log of searches in ``discovery_log``. Importing this package must stay
-cheap: it imports no engine and loads no embedding until a search asks for one.
+their job in ``maturity``, the index built once per catalogue (documents, BM25, the vector ranker) in ``index``, the
+support signals read from it in ``signals``, and the opt-in log of searches in ``discovery_log``. Importing this
+package must stay cheap: it imports no engine and loads no embedding until a search asks for one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from mapsmith.catalog.facets import (
     filter_entries,
     normalise_filter,
 )
+from mapsmith.catalog.index import entry_document
 from mapsmith.catalog.search import (
     CHOOSE_LIMIT,
     DISCOVERY_LOG_ENV,
@@ -29,7 +31,6 @@ from mapsmith.catalog.search import (
     RANKED_LIMIT,
     check_discovery_log,
     discover,
-    entry_document,
     record_next_operation,
 )
 

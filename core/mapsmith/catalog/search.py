@@ -10,7 +10,9 @@ facts about the caller's data leave is relaxed, and said to be (``relaxed``). Ma
 ranked before a QGIS algorithm doing the same job (``pairs``), and weighs a little more than a toolbox's
 algorithm of equal score (``OWN_PRIOR``). A request for a task the catalogue declares it does not do
 (``scope``: geocoding, routing, ...) is answered ``none`` naming the task. An experimental operation is ranked
-after the stable ones doing its job (``maturity``). The discovery log is ``discovery_log``.
+after the stable ones doing its job (``maturity``). The discovery log is ``discovery_log``. The index a search reads
+(documents, BM25, the vector ranker) is built once per catalogue by ``index``; the support signals handed to
+``support``'s rules are read by ``signals``.
 
 What this module must never do: download anything, import an engine, let category filter unless asked,
 relax a facet that describes the caller's data, or hide that a facet was relaxed.
@@ -19,39 +21,30 @@ relax a facet that describes the caller's data, or hide that a facet was relaxed
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from mapsmith.catalog.discovery_log import DISCOVERY_LOG_ENV, check_discovery_log, log_search, record_next_operation
 from mapsmith.catalog.facets import (
     PLAN_TOOLS,
-    EntryFacets,
     FacetFilter,
-    entry_facets,
     filter_entries,
     normalise_filter,
 )
-from mapsmith.catalog.lexical import BM25Ranker
+from mapsmith.catalog.index import all_scores, catalog_index, ranked_scores, schema_categories
 from mapsmith.catalog.maturity import maturity_of, signatures, stable_first
 from mapsmith.catalog.pairs import own_first, same_job_as, stack_of
-from mapsmith.catalog.scope import OutOfScope, by_name, scope_documents
+from mapsmith.catalog.scope import OutOfScope
+from mapsmith.catalog.signals import declares_data, out_of_scope_task, own_signals
 from mapsmith.catalog.support import (
     NOT_A_MATCH_SHOWN,
     WEAK_DECLARED_MIN,
-    Signals,
-    coverage,
-    entry_vocabulary,
     is_unsupported,
     lexical_support,
-    out_of_scope,
     weak_support,
 )
-from mapsmith.contracts import OperationContract, contracts_root
+from mapsmith.contracts import OperationContract
 from mapsmith.errors import ArgumentError
 
 if TYPE_CHECKING:
@@ -62,11 +55,9 @@ __all__ = [
     "CHOOSE_LIMIT",
     "DISCOVERY_LOG_ENV",
     "ENGINES",
-    "LEXICAL_FIELD_WEIGHTS",
     "RANKED_LIMIT",
     "check_discovery_log",
     "discover",
-    "entry_document",
     "record_next_operation",
 ]
 
@@ -91,17 +82,6 @@ AUTO_ENGINE = "fusion"
 # (2.0, 1.0) 388 / 335; k 20 and k 60 below both: (2.0, 1.0) at k 5 stays.
 RRF_K = 5
 RRF_WEIGHTS = (2.0, 1.0)
-# BM25F's field weights with integer weights (Robertson, Zaragoza and Taylor, CIKM 2004): a field weighted 2 is
-# indexed twice in the lexical document, so its term frequencies and its share of the document's length count twice.
-# The name, the one-line summary and the keywords say what the job is called; parameter and dataset descriptions say
-# how it is called. `python benchmarks/discovery_calibrate.py --fields` tries 1 or 2 for each of the three and counts
-# fusion found@1 on the calibration half (114 requests, the five facet rows, 570 searches) over the built-in catalogue
-# and with QGIS's algorithms: each field once 322 / 312; the keywords twice 342 / 308; all three twice 331 / 322, the
-# best sum by 1 to 3 over the other settings with the keywords twice, which it calls noise (within 0.5 % of the
-# 1,140 searches) and keeps the fewest repetitions of. Larger keyword weights kept rising on that half in a scratch
-# run (keywords 6 times and the name twice: 353 / 336) while the held-out half and the blind sets did not: the
-# keywords were partly chosen from the query file's misses, so the grid stops at 2.
-LEXICAL_FIELD_WEIGHTS: dict[str, int] = {"name": 1, "summary": 1, "keywords": 2}
 # At most this many remaining entries are all delivered ("choose"): few enough to read in one reply.
 CHOOSE_LIMIT = 30
 # Above CHOOSE_LIMIT, the top this many are delivered ("ranked") and the answer says how many more.
@@ -129,137 +109,6 @@ UNSURE_DEPTH = 8
 OWN_PRIOR = 0.2
 # Category is a guess about our taxonomy: it adds this share of the best score, it never filters.
 CATEGORY_BOOST = 0.1
-_INDEX_CACHE_SIZE = 8
-
-
-def entry_document(contract: OperationContract, weights: Mapping[str, int] | None = None) -> str:
-    """The text an entry is ranked on: name (underscores as spaces), summary, distinguishes, keywords,
-    category, dataset descriptions, parameter names and descriptions.
-
-    ``weights`` repeats a field that many times (``LEXICAL_FIELD_WEIGHTS``: the BM25 document); without it each
-    field is there once (the vector ranker's passages and the vocabulary the support signals read)."""
-    weight = weights or {}
-    parts = [contract.name.replace("_", " ")] * weight.get("name", 1)
-    parts += [contract.summary] * weight.get("summary", 1)
-    parts.append(contract.distinguishes)
-    parts += list(contract.keywords) * weight.get("keywords", 1)
-    parts.append(contract.category)
-    parts += [d.description for d in contract.datasets]
-    for p in contract.parameters:
-        parts += [p.name.replace("_", " "), p.description]
-    return "\n".join(parts)
-
-
-# -- the index over one catalog, built once per catalog ------------------------------------------
-
-
-@dataclass
-class _CatalogIndex:
-    key: tuple[tuple[str, int], ...]
-    contracts: dict[str, OperationContract]
-    facets: list[EntryFacets]
-    docs: dict[str, str]
-    lexical: BM25Ranker
-    categories: frozenset[str]
-    vocabulary: dict[str, int]
-    # the declared out-of-scope tasks this catalogue does not offer, and BM25 over them and the entries together
-    scope_docs: dict[str, str] = field(default_factory=dict)
-    scope_lexical: BM25Ranker | None = None
-    # per entry, its maturity as the host set it (read once: 400 getattr calls cost ms on every search)
-    maturity: dict[str, str] = field(default_factory=dict)
-    _vector: Any = field(default=None, repr=False)
-    _vector_reason: str | None = None
-    _vector_tried: bool = False
-
-    def vector(self) -> tuple[Any, str | None]:
-        """The vector ranker over this catalog, or None and why it is unavailable (tried once)."""
-        if not self._vector_tried:
-            self._vector_tried = True
-            # the tasks are embedded with the entries (one table, one centring) and never delivered
-            self._vector, self._vector_reason = _load_vector({**self.docs, **self.scope_docs})
-        return self._vector, self._vector_reason
-
-
-_INDEXES: list[_CatalogIndex] = []
-
-
-def _index(contracts: Mapping[str, OperationContract]) -> _CatalogIndex:
-    # Keyed on the contract objects themselves, so a plugin registering a contract gets a new index.
-    key = tuple((name, id(c)) for name, c in sorted(contracts.items()))
-    for idx in _INDEXES:
-        if idx.key == key:
-            return idx
-    ordered = dict(sorted(contracts.items()))
-    docs = {name: entry_document(c) for name, c in ordered.items()}
-    lexical_docs = {name: entry_document(c, LEXICAL_FIELD_WEIGHTS) for name, c in ordered.items()}
-    scope_docs = scope_documents(ordered)
-    idx = _CatalogIndex(
-        key=key,
-        contracts=ordered,
-        facets=[entry_facets(c) for c in ordered.values()],
-        docs=docs,
-        lexical=BM25Ranker(lexical_docs),
-        categories=frozenset(c.category for c in ordered.values()),
-        vocabulary=entry_vocabulary(docs),
-        scope_docs=scope_docs,
-        scope_lexical=BM25Ranker({**lexical_docs, **scope_docs}),
-        maturity={name: maturity_of(c) for name, c in ordered.items()},
-    )
-    _INDEXES.insert(0, idx)
-    del _INDEXES[_INDEX_CACHE_SIZE:]
-    return idx
-
-
-@cache
-def schema_categories() -> frozenset[str]:
-    """The categories the contract schema allows: accepted even when no entry has one yet."""
-    schema = json.loads((contracts_root() / "schemas" / "operation.schema.json").read_text("utf-8"))
-    return frozenset(schema["properties"]["category"]["enum"])
-
-
-def _load_vector(docs: Mapping[str, str]) -> tuple[Any, str | None]:
-    """``mapsmith.catalog.vector.load()`` adapted to this catalog; (None, reason) when it cannot load."""
-    try:
-        # imported by name: the module is optional in this package, and importing it loads nothing yet
-        vector: Any = importlib.import_module("mapsmith.catalog.vector")
-    except Exception as exc:  # an optional ranker must never take discovery down
-        return None, f"mapsmith.catalog.vector cannot be imported: {type(exc).__name__}: {exc}"
-    try:
-        ranker = vector.load(docs)
-    except TypeError:
-        ranker = vector.load()  # a load() that takes no catalog: the ranker is fitted below
-    except Exception as exc:
-        return None, f"the vector ranker failed to load: {type(exc).__name__}: {exc}"
-    if ranker is None:
-        reason = getattr(vector, "UNAVAILABLE_REASON", None) or getattr(vector, "unavailable_reason", None)
-        if callable(reason):
-            reason = reason()
-        return None, str(reason or "mapsmith.catalog.vector.load() returned None")
-    fit = getattr(ranker, "fit", None) or getattr(ranker, "index", None)
-    if callable(fit) and not getattr(ranker, "names", None):
-        fitted = fit(docs)
-        ranker = fitted if fitted is not None else ranker
-    return ranker, None
-
-
-def _rank(ranker: Any, query: str, names: list[str]) -> dict[str, float]:
-    """``{name: score}`` over ``names`` from a ranker whose ``rank(query)`` lists (name, score)."""
-    try:
-        pairs = ranker.rank(query, names=names)
-    except TypeError:
-        pairs = ranker.rank(query)
-    wanted = set(names)
-    scores = {n: float(s) for n, s in pairs if n in wanted}
-    return {n: scores.get(n, 0.0) for n in names}
-
-
-def _scores(ranker: Any, query: str, names: list[str]) -> dict[str, float]:
-    """Like ``_rank``, without the sort: a ranker's ``scores(query)`` where it has one (every name it knows)."""
-    score_all = getattr(ranker, "scores", None)
-    if not callable(score_all):
-        return _rank(ranker, query, names)
-    scored = score_all(query)
-    return {n: float(scored.get(n, 0.0)) for n in names}
 
 
 def _top(scores: Mapping[str, float], n: int) -> list[str]:
@@ -362,7 +211,7 @@ def discover(
         raise _refuse("detail", detail, [True, False])
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise _refuse("limit", limit, ["an integer >= 1", None])
-    idx = _index(app.host.contracts)
+    idx = catalog_index(app.host.contracts)
     facet_filter = normalise_filter(
         input_kind=input_kind,
         produces=produces,
@@ -409,22 +258,22 @@ def discover(
     vector_scores: dict[str, float] | None = None
     if query.strip():
         vector_full = (
-            _scores(vector_ranker, query, [*all_names, *idx.scope_docs]) if vector_ranker is not None else None
+            all_scores(vector_ranker, query, [*all_names, *idx.scope_docs]) if vector_ranker is not None else None
         )
         vector_all = None if vector_full is None else {n: vector_full[n] for n in all_names}
         support = lexical_support(query, idx.vocabulary, len(all_names))
         unsupported = is_unsupported(support, None if vector_all is None else max(vector_all.values(), default=0.0))
         if not unsupported and vector_full is not None:
-            task = _out_of_scope(idx, query, vector_full)
+            task = out_of_scope_task(idx, query, vector_full)
             unsupported = task is not None
             signals = own_signals(idx, query, vector_full)
             weak_score = weak_support(signals) if signals is not None else -math.inf
             weak = weak_score > 0
             # a declared fact about the caller's data is evidence the score never saw: it must be far stronger
-            doubt = weak and (not _declares_data(facet_filter) or weak_score > WEAK_DECLARED_MIN)
+            doubt = weak and (not declares_data(facet_filter) or weak_score > WEAK_DECLARED_MIN)
         if unsupported and not names:
             names = all_names  # the nearest entries are shown as "not a match" even when facets left none
-        lexical_scores = _rank(idx.lexical, query, names)
+        lexical_scores = ranked_scores(idx.lexical, query, names)
         vector_scores = None if vector_all is None else {n: vector_all[n] for n in names}
         if vector_scores is None:
             scores = lexical_scores
@@ -606,7 +455,7 @@ def _explain(
         assert guesses is not None
         narrow = (
             "or declare input_kind and produces to narrow, then search again"
-            if not _declares_data(facet_filter)
+            if not declares_data(facet_filter)
             else "and search again"
         )
         return (
@@ -629,77 +478,3 @@ def _explain(
         f"{answer['remaining']} operations remain; the top {answer['count']} are listed, {answer['more']} more",
         "declare input_kind, produces, dataset_count or geometry_types to narrow to 30 or fewer and see all",
     )
-
-
-def query_signals(idx: _CatalogIndex, query: str, vector_full: Mapping[str, float]) -> Signals | None:
-    """The support signals of ``query`` over the whole catalogue (``support.Signals``), or None when the catalogue
-    declares no out-of-scope task to measure the leads against."""
-    if not idx.scope_docs or idx.scope_lexical is None or not idx.contracts:
-        return None
-    entries, tasks = list(idx.contracts), list(idx.scope_docs)
-    vector = max(vector_full[n] for n in entries)
-    bm25 = idx.scope_lexical.scores(query)
-    best = max(bm25[n] for n in entries)
-    return Signals(
-        lexical=lexical_support(query, idx.vocabulary, len(entries)),
-        coverage=coverage(query, idx.vocabulary, len(entries)),
-        vector=vector,
-        vector_lead=max(vector_full[n] for n in tasks) - vector,
-        bm25=best,
-        bm25_lead=max(bm25[n] for n in tasks) - best,
-    )
-
-
-def _declares_data(facet_filter: FacetFilter) -> bool:
-    """Whether the caller declared a fact about its data (every facet but the ``produces`` wish and category).
-
-    The weak-support score was fitted on request texts alone; with a declared fact a score above 0 adds a note,
-    and only a score above ``support.WEAK_DECLARED_MIN`` answers ``unsure``: the cut keeps unsure to at most
-    ``support.WEAK_DECLARED_UNSURE_SHARE`` of the calibration half's answerable requests with every facet declared.
-    Measured with no cut, with QGIS's algorithms in and every facet declared: a score above 0 turned 6 of the 206
-    answerable requests unsure (11 in all, 5.3 %, against the goal of under 5 %), each listing the right operation.
-    A declared fact is no evidence that the request is on topic: an off-topic request declares data as readily (the
-    third blind set)."""
-    return any(
-        value is not None
-        for value in (
-            facet_filter.input_kind,
-            facet_filter.dataset_count,
-            facet_filter.geometry_types,
-            facet_filter.projected_crs,
-        )
-    )
-
-
-def own_signals(idx: _CatalogIndex, query: str, vector_full: Mapping[str, float]) -> Signals | None:
-    """``query_signals`` over MapSmith's own operations and every declared task, whatever toolboxes are installed.
-
-    The weak-support weights were fitted on MapSmith's own catalogue; over QGIS's 341 algorithms as well the
-    signals shift (the best cosine rises, the task leads fall) and the same weights fired on 17 of the held-out
-    half's 78 unanswerable requests instead of 46. Judging support against the catalogue the weights know keeps
-    them valid with any toolbox; the toolbox's algorithms are still ranked and listed."""
-    own = {n: c for n, c in idx.contracts.items() if stack_of(n) == "mapsmith"}
-    if len(own) == len(idx.contracts):
-        return query_signals(idx, query, vector_full)
-    if not own:
-        return None
-    own_idx = _index(own)
-    ranker, _ = own_idx.vector()
-    if ranker is None:
-        return None
-    return query_signals(own_idx, query, _scores(ranker, query, [*own_idx.contracts, *own_idx.scope_docs]))
-
-
-def _out_of_scope(idx: _CatalogIndex, query: str, vector_full: Mapping[str, float]) -> OutOfScope | None:
-    """The declared task the request asks for when it outranks every entry on both rankers (``support``'s
-    calibrated leads), else None."""
-    if not idx.scope_docs or idx.scope_lexical is None:
-        return None
-    entries, tasks = idx.contracts, idx.scope_docs
-    vector_lead = max(vector_full[n] for n in tasks) - max((vector_full[n] for n in entries), default=0.0)
-    if not out_of_scope(math.inf, vector_lead):
-        return None  # the vector lead alone rules it out: BM25 over entries and tasks is not needed
-    lexical = idx.scope_lexical.scores(query)
-    best_task = max(tasks, key=lambda n: (vector_full[n], lexical[n], n))
-    lexical_lead = max(lexical[n] for n in tasks) - max((lexical[n] for n in entries), default=0.0)
-    return by_name(best_task) if out_of_scope(lexical_lead, vector_lead) else None

@@ -83,7 +83,7 @@ NONE_MAX_VECTOR_SUPPORT = 0.78
 # catches the most unanswerable requests of that half while answering at most 1 % of its answerable texts and no
 # contract example none; docs/discovery.md reports the other half apart. Measured: calibration half 1 of 114
 # answerable answered none, 16 of the 62 unanswerable the support rule lets through caught; held-out half 0 of 91
-# and 20 of 71 (refitted on 2026-12-08 after the lexical document's field weights, search.LEXICAL_FIELD_WEIGHTS:
+# and 20 of 71 (refitted on 2026-12-08 after the lexical document's field weights, index.LEXICAL_FIELD_WEIGHTS:
 # the lexical lead was 0.7503; held-out half 1 of 92 and 20 of 70 before). (The rule before allowed a negative
 # vector lead, -0.06: it answered 2 of the 92 held-out answerable requests none, both with a vector lead of -0.05;
 # the held-out half was read to choose "leads on both".)
@@ -172,7 +172,7 @@ SIGNAL_NAMES = ("lexical", "coverage", "vector", "vector_lead", "bm25", "bm25_le
 # unanswerable 56 of 71 and 47 of 79; contract examples 3 of 121 (a score above 0 only turns a list into "unsure").
 # Refitted on 2026-12-04: the weights before (fitted before reproject_layer, reproject_raster and resolve_crs gained
 # keywords) were no longer what the command gives; and on 2026-12-08 after the lexical document's field weights
-# (search.LEXICAL_FIELD_WEIGHTS), which move the BM25 signals (unanswerable above 0 were 58 of 71 and 47 of 79).
+# (index.LEXICAL_FIELD_WEIGHTS), which move the BM25 signals (unanswerable above 0 were 58 of 71 and 47 of 79).
 # The vector weight is positive only beside vector_lead's: together they weigh the best task's cosine against the
 # best operation's.
 WEAK_WEIGHTS: dict[str, float] = {
