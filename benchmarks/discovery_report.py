@@ -31,41 +31,73 @@ renders (``tests/docs/test_discovery_report.py`` does the same).
 
     python benchmarks/discovery_report.py            # write docs/discovery.md
     python benchmarks/discovery_report.py --check    # exit 1 when the page is stale
+
+What the discovery scripts share (the query file, the facet rows, the catalogue searched) is in
+``discovery_common``; the page's sections drawn from other files (latency, embeddings, blind sets) in
+``discovery_sections``.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import hashlib
-import json
 import statistics
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-QUERIES = REPO / "tests" / "data" / "discovery_queries.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# The shared pieces are re-exported: the other discovery scripts and the page's test read them from here too.
+from discovery_common import (  # noqa: E402
+    QGIS_EXTRACT,
+    QUERIES,
+    RANKERS,
+    REFUSING_STATUSES,
+    REPO,
+    ROWS,
+    TOP,
+    Discover,
+    candidate_name,
+    count_pct,
+    declared_facets,
+    in_calibration_half,
+    load_queries,
+    make_app,
+    ordered_names,
+)
+from discovery_sections import (  # noqa: E402
+    LATENCY,
+    blind_history,
+    blind_section,
+    embeddings_section,
+    latency_section,
+)
+
+__all__ = [
+    "LATENCY",
+    "QUERIES",
+    "ROWS",
+    "Cell",
+    "Report",
+    "best_engine",
+    "blind_history",
+    "build_page",
+    "declared_facets",
+    "found1_sums",
+    "in_calibration_half",
+    "latency_section",
+    "load_queries",
+    "main",
+    "make_app",
+    "measure",
+    "render",
+]
+
 PAGE = REPO / "docs" / "discovery.md"
 COMMAND = "python benchmarks/discovery_report.py"
-# Each row declares one more facet than the row above it, in the order an agent learns them.
-ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("nothing declared", ()),
-    ("+ data kind", ("input_kind",)),
-    ("+ wanted output", ("input_kind", "produces")),
-    ("+ dataset count", ("input_kind", "produces", "dataset_count")),
-    ("+ geometry type", ("input_kind", "produces", "dataset_count", "geometry_types")),
-)
-RANKERS = ("lexical", "vector", "fusion")
-# Answers that say "I cannot tell" rather than offer a confident list.
-REFUSING_STATUSES = frozenset({"none", "empty", "unsure"})
-QGIS_EXTRACT = REPO / "tests" / "data" / "qgis_algorithms.json"
-TOP = 3
-
-Discover = Callable[..., Mapping[str, Any]]
 
 
 @dataclass
@@ -101,185 +133,6 @@ class Report:
     outcomes: dict[tuple[str, str], dict[str, tuple[bool, str, bool, str]]] = field(default_factory=dict)
 
 
-def in_calibration_half(request_id: str) -> bool:
-    """The half of the query file thresholds and weights are fitted on (``discovery_calibrate.py``): ids whose
-    sha256 starts with an even byte. Fixed by the id alone, so a request never changes sides when others are
-    added; the other half is held out and reported apart."""
-    return hashlib.sha256(request_id.encode("utf-8")).digest()[0] % 2 == 0
-
-
-def load_queries(path: Path = QUERIES) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    if data.get("version") != 1:
-        raise ValueError(f"{path}: unsupported version {data.get('version')!r}")
-    return data
-
-
-def declared_facets(facets: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
-    """The facets of one row a request declares: those named, leaving out what the person could not say."""
-    return {name: facets[name] for name in names if facets.get(name) is not None}
-
-
-class CatalogOnly:
-    """What ``discover`` reads of a service, over the built-in contracts only (plus, when asked, QGIS's
-    algorithms from the committed extract): the page must not depend on which third-party plugins happen
-    to be installed, nor on a workspace or a discovery log."""
-
-    def __init__(self, with_qgis: bool = False) -> None:
-        from mapsmith.contracts import load_builtin_contracts
-        from mapsmith.workspace import Workspace
-
-        contracts = load_builtin_contracts()
-        if with_qgis:
-            contracts.update(qgis_contracts())
-        self.host = SimpleNamespace(contracts=contracts)
-        self.environ: dict[str, str] = {}
-        self.workspace = Workspace.from_env({})
-
-
-EMBEDDINGS = REPO / "benchmarks" / "results" / "discovery_embeddings.json"
-LATENCY = REPO / "benchmarks" / "results" / "discovery_latency.json"
-# The issue's goal for one search with QGIS's algorithms in the catalogue (median, milliseconds).
-LATENCY_GOAL_MS = 20.0
-
-
-def _latency_section(path: Path = LATENCY) -> list[str]:
-    """How long one search takes (``discovery_latency.py --write``'s results): the one timed section, read from
-    its results file so that the page itself stays free of timing and renders the same everywhere."""
-    lines = ["", "## How long a search takes", ""]
-    if not path.exists():
-        return [
-            *lines,
-            f"(not measured here: `{path.name}` is missing; run `python benchmarks/discovery_latency.py --write`)",
-        ]
-    data = json.loads(path.read_text(encoding="utf-8"))
-    m = data["machine"]
-    load = data["load_average_1min"]
-    lines += [
-        f"Every request of the query file ({data['catalogues'][0]['rows'][0]['searches'] // data['passes']}, "
-        f'answerable or not) searched {data["passes"]} times with `engine="auto"`, with nothing declared and with '
-        "every facet its author declared; the first search of a catalogue builds its index and is timed apart. "
-        f"Measured {data['measured_at']} on commit {data['commit']}"
-        + (" with uncommitted changes" if data.get("uncommitted_changes") else "")
-        + f", {m['nproc']} CPUs, Python {m['python']}, load average {load['min']}–{load['max']} "
-        f"(`{data['command']}`).",
-        "",
-        "| catalogue | entries | index build | facets declared | searches | median | p90 | max |",
-        "|---|---:|---:|---|---:|---:|---:|---:|",
-    ]
-    worst = 0.0
-    for c in data["catalogues"]:
-        for r in c["rows"]:
-            lines.append(
-                f"| {c['catalogue']} | {c['entries']} | {c['index_build_ms']:.0f} ms | {r['row']} | {r['searches']} | "
-                f"{r['median_ms']:.2f} ms | {r['p90_ms']:.2f} ms | {r['max_ms']:.2f} ms |"
-            )
-            if c["catalogue"] == "with QGIS":
-                worst = max(worst, r["median_ms"])
-    verdict = "met" if worst < LATENCY_GOAL_MS else "not met"
-    lines += [
-        "",
-        f"Goal: a median under {LATENCY_GOAL_MS:.0f} ms with QGIS's algorithms in the catalogue; the slower row's "
-        f"median is {worst:.2f} ms: {verdict}.",
-    ]
-    return lines
-
-
-def _embeddings_section(path: Path = EMBEDDINGS) -> list[str]:
-    """The stronger embeddings looked for, and what they measured (``discovery_embeddings.py``'s results)."""
-    lines = [
-        "A stronger static embedding was looked for where this project may fetch from, the package registries: "
-        "PyPI's `model2vec` is the library without any weights, and the packages built on it that were checked "
-        "(`laghu` 0.4.0, a 30 kB wheel) ship none. WordLlama's wheel does ship one (a token-embedding table "
-        "distilled from large language models, MIT licence), so it was measured in the same vector ranker. So was "
-        "the full transformer the committed table is distilled from, run on every request: the ceiling a better "
-        "distillation of that model could approach. Each is measured with the `none` rules off, so that all are "
-        "judged on ranking alone; *AUC* is how well the weak-support score, refitted for each embedding on the "
-        "calibration half, tells the held-out half's unanswerable requests from its answerable ones, and *caught* "
-        "how many held-out unanswerable requests that score flags when it may flag 25 % of the held-out answerable "
-        "ones (about what `unsure` flags today with nothing declared). *One request* is the time to embed one "
-        "request (median), *index* the time to embed every entry's and task's passages once.",
-        "",
-    ]
-    if not path.exists():
-        return [*lines, f"(not measured here: `{path.name}` is missing)"]
-    data = json.loads(path.read_text(encoding="utf-8"))
-    embeddings = data["embeddings"]
-    labels = list(embeddings[0]["rows"])
-    header = ["embedding", "licence"]
-    for label in labels:
-        header += [f"{label}: vector found@1", f"{label}: fusion found@1"]
-    header += ["AUC", "caught", "one request", "index"]
-    lines += ["| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (2 * len(labels) + 4)]
-    for e in embeddings:
-        n = e["requests"]
-        cells = [e["name"], e["licence"]]
-        for label in labels:
-            cells += [f"{e['rows'][label][k]['found_at_1']} of {n}" for k in ("vector", "fusion")]
-        held = e["held_out"]
-        cells += [
-            f"{e['held_out_auc']:.3f}",
-            f"{held['caught']['25%']['unanswerable']} of {held['unanswerable']}",
-            f"{e['timing']['request_median_ms']:.2f} ms",
-            f"{e['timing']['index_build_s']:.2f} s",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    committed = embeddings[0]
-    lines.append("")
-    for candidate in embeddings[1:]:
-
-        def gain(engine: str, candidate: Mapping[str, Any] = candidate) -> int:
-            return sum(
-                candidate["rows"][x][engine]["found_at_1"] - committed["rows"][x][engine]["found_at_1"] for x in labels
-            )
-
-        auc_change = candidate["held_out_auc"] - committed["held_out_auc"]
-        caught = (
-            candidate["held_out"]["caught"]["25%"]["unanswerable"]
-            - committed["held_out"]["caught"]["25%"]["unanswerable"]
-        )
-        request_ms = candidate["timing"]["request_median_ms"]
-        if gain("fusion") <= 0 or auc_change < 0:
-            verdict = "no gain where it counts, so the committed static table stays."
-        elif request_ms >= LATENCY_GOAL_MS:
-            verdict = (
-                f"a gain, but embedding one request alone takes {request_ms:.0f} ms, over the {LATENCY_GOAL_MS:.0f} ms "
-                f"goal for a whole search (below), and the index {candidate['timing']['index_build_s']:.0f} s on "
-                "every start, so the committed static table stays."
-            )
-        else:
-            verdict = "a gain where it counts: adopting it needs the none, scope and weak calibrations redone."
-        lines.append(
-            f"- {candidate['name']}: found@1 {gain('vector'):+d} for `vector` alone and {gain('fusion'):+d} for the "
-            f"fusion `auto` uses over the three rows, weak-support AUC {auc_change:+.3f}, unanswerable caught "
-            f"{caught:+d}: " + verdict
-        )
-    lines += [
-        "",
-        "`benchmarks/build_static_model.py` rebuilds the committed table from a local copy of the transformer. "
-        f"Measured by `{data['command']}`." + (f" {data['since']}" if data.get("since") else ""),
-    ]
-    return lines
-
-
-def make_app(with_qgis: bool = False) -> CatalogOnly:
-    return CatalogOnly(with_qgis)
-
-
-def qgis_contracts(path: Path = QGIS_EXTRACT) -> dict[str, Any]:
-    """QGIS's algorithms as the qgis stack registers them, derived from the committed extract."""
-    from mapsmith.contracts import parse_contract
-    from mapsmith_qgis.algorithms import derive_catalogue
-
-    data = json.loads(path.read_text(encoding="utf-8"))
-    derived = derive_catalogue(data)
-    out = {}
-    for alg_id, imported in derived.items():
-        contract = parse_contract(imported["contract"], f"{path.name}:{alg_id}")
-        out[contract.name] = contract
-    return out
-
-
 def ranker_availability(app: Any, discover: Discover) -> dict[str, str]:
     """Per ranker, what it is (the page names it) or ``unavailable: <why>``, as ``discover`` sees it."""
     from mapsmith.catalog.index import LEXICAL_FIELD_WEIGHTS
@@ -313,23 +166,6 @@ def ranker_availability(app: Any, discover: Discover) -> dict[str, str]:
 
     out["fusion"] = f"reciprocal rank fusion of the two (k = {RRF_K}, `mapsmith.catalog.search.fuse`)"
     return out
-
-
-def ordered_names(answer: Mapping[str, Any], engine: str) -> list[str]:
-    """The candidates in the order ``engine`` ranked them.
-
-    An ``unsure`` answer shows both rankers' guesses; when it keeps them apart (a mapping from engine
-    to its list) the engine's own list is used, otherwise the candidates as delivered.
-    """
-    for key in ("guesses", "by_engine"):
-        guesses = answer.get(key)
-        if isinstance(guesses, Mapping) and engine in guesses:
-            return [_name(c) for c in guesses[engine]]
-    return [_name(c) for c in answer.get("candidates", [])]
-
-
-def _name(candidate: Any) -> str:
-    return str(candidate["operation"] if isinstance(candidate, Mapping) else candidate)
 
 
 def measure(
@@ -374,7 +210,7 @@ def measure(
                 _count(report.statuses[(row, engine)], answer)
                 cell = report.cells[(row, engine)]
                 top = ordered_names(answer, engine)[:TOP]
-                delivered = {_name(c) for c in answer.get("candidates", [])}
+                delivered = {candidate_name(c) for c in answer.get("candidates", [])}
                 if accepted & set(top):
                     cell.found += 1
                 else:
@@ -511,7 +347,7 @@ def render(report: Report, with_qgis: Report | None = None) -> str:
         "",
     ]
     lines += [f"- `{e}`: {report.rankers[e]}" for e in RANKERS]
-    lines += ["", *_embeddings_section()]
+    lines += ["", *embeddings_section()]
     lines += [
         "",
         "Columns: *remaining* is how many operations the declared facets leave (mean / median over the "
@@ -564,7 +400,7 @@ def render(report: Report, with_qgis: Report | None = None) -> str:
         lines.append(f"| {scope} | {sum(counts.values())} | {text} |")
     lines += _scope_section(report, with_qgis)
     lines += _held_out_section(report, with_qgis)
-    lines += _blind_section()
+    lines += blind_section()
     lines += ["", "## Answer statuses", "", "Over all requests, answerable and not, per row.", ""]
     lines += ["| facets declared | statuses |", "|---|---|"]
     for row, _ in ROWS:
@@ -587,7 +423,7 @@ def render(report: Report, with_qgis: Report | None = None) -> str:
             "",
         ]
         lines += _table(with_qgis, q_engines)
-    lines += _latency_section()
+    lines += latency_section()
     last = ROWS[-1][0]
     for e in engines:
         misses = report.cells[(last, e)].misses
@@ -637,128 +473,6 @@ def _scope_section(report: Report, with_qgis: Report | None) -> list[str]:
     return lines
 
 
-def _count_pct(n: int, total: int) -> str:
-    # counts beside the share: on 92 requests one request is 1.1 points, and a goal of "under 2 %" is two
-    return f"{n} ({100 * n / total:.1f}%)" if total else "–"
-
-
-BLIND = REPO / "tests" / "data" / "discovery_blind.json"
-# Written later, each request with the facets its writer would declare: measured with nothing and with every facet.
-BLIND_SETS = (BLIND, *(REPO / "tests" / "data" / f"discovery_blind{n}.json" for n in (2, 3, 4)))
-
-
-def _blind_section(paths: Sequence[Path] = BLIND_SETS) -> list[str]:
-    """The requests written blind (``tests/data/discovery_blind*.json``), ``auto``: what the held-out half can no
-    longer show once it has been read. A set whose requests declare facets is measured with nothing declared and
-    with every facet its writer declared."""
-    lines = [
-        "",
-        "## Requests nobody tuned for",
-        "",
-        "The held-out half above has been read, so it is not quite unseen. These sets were written blind, each once "
-        "and never edited after its first search; *listed* counts the `unsure` answers whose candidates hold an "
-        "accepted operation.",
-    ]
-    catalogues = [("built-in", make_app())]
-    if QGIS_EXTRACT.exists():
-        catalogues.append(("with QGIS", make_app(with_qgis=True)))
-    for path in paths:
-        lines += _blind_set(path, catalogues)
-    return lines
-
-
-def blind_measure(app: Any, data: Mapping[str, Any], facets: Sequence[str]) -> dict[str, Any]:
-    """One catalogue's shares over one blind set, declaring ``facets`` of each request (none when it has none)."""
-    from mapsmith.catalog.search import AUTO_ENGINE, discover
-
-    found1 = found3 = none = unsure = listed = 0
-    for request in data["requests"]:
-        answer = discover(app, request["request"], **declared_facets(request.get("facets") or {}, facets))
-        accepted = set(request["accept"])
-        top = ordered_names(answer, AUTO_ENGINE)[:TOP]
-        found1 += bool(top) and top[0] in accepted
-        found3 += bool(accepted & set(top))
-        none += answer["status"] == "none"
-        if answer["status"] == "unsure":
-            unsure += 1
-            listed += bool(accepted & {_name(c) for c in answer.get("candidates", [])})
-    refused: dict[str, list[int]] = {}
-    for request in data["unanswerable"]:
-        kind = refused.setdefault(request["scope"], [0, 0])
-        answer = discover(app, request["request"], **declared_facets(request.get("facets") or {}, facets))
-        kind[0] += answer["status"] in REFUSING_STATUSES
-        kind[1] += 1
-    return {
-        "found@1": found1,
-        "found@3": found3,
-        "none": none,
-        "unsure": unsure,
-        "listed": listed,
-        "refused": sum(k[0] for k in refused.values()),
-        "by kind": refused,
-    }
-
-
-def _blind_set(path: Path, catalogues: Sequence[tuple[str, Any]]) -> list[str]:
-    data = load_queries(path)
-    requests, unanswerable = data["requests"], data["unanswerable"]
-    with_facets = all("facets" in r for r in requests + unanswerable)
-    rows: list[tuple[str, Sequence[str]]] = [("nothing declared", ())]
-    if with_facets:
-        rows.append(("every facet", ROWS[-1][1]))
-    lines = [
-        "",
-        f"`{path.relative_to(REPO).as_posix()}` holds {len(requests)} answerable and {len(unanswerable)} "
-        f"unanswerable requests. {data['about']}",
-        "",
-        "| catalogue | facets declared | found@1 | found@3 | none (answerable) | unsure (answerable), listed "
-        "| refused (unanswerable) | refused by kind |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
-    ]
-    for label, app in catalogues:
-        for row, facets in rows:
-            m = blind_measure(app, data, facets)
-            kinds = ", ".join(f"{name} {n} of {of}" for name, (n, of) in sorted(m["by kind"].items()))
-            lines.append(
-                f"| {label} | {row} | {_count_pct(m['found@1'], len(requests))} | "
-                f"{_count_pct(m['found@3'], len(requests))} | {_count_pct(m['none'], len(requests))} | "
-                f"{m['unsure']}, {m['listed']} listed | {_count_pct(m['refused'], len(unanswerable))} | {kinds} |"
-            )
-    if data["doubts"]:
-        lines += ["", "Doubts the writer noted, labels kept as written:", ""]
-        lines += [f"- {doubt}" for doubt in data["doubts"]]
-    lines += _blind_history(data.get("history", []))
-    return lines
-
-
-def _blind_history(history: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The set's measurements over time, from its ``history``: an entry with ``measured`` is an earlier
-    measurement as recorded then; the one without is the table above. ``change`` is what changed in the
-    catalogue before that measurement, ``read`` the set's requests whose answers were read before the change
-    (no longer blind: a change may have been shaped by them)."""
-    if len(history) < 2:
-        return []  # measured once: the table above is the only measurement
-    lines = ["", "Measured more than once; what changed in between, and which of these requests were read first:", ""]
-    for entry in history:
-        when = f"on {entry['measured_on']}" if entry.get("measured_on") else "now (the table above)"
-        parts = [f"Measured {when}"]
-        if entry.get("change"):
-            parts.append(f"after this change: {entry['change']}")
-        if entry.get("read"):
-            parts.append(f"read before the change: {', '.join(entry['read'])} (no longer blind)")
-        measured = entry.get("measured")
-        if measured:
-            parts.append(
-                "; ".join(
-                    f"{label}: " + ", ".join(f"{key} {value}" for key, value in numbers.items())
-                    for label, numbers in measured.items()
-                )
-            )
-        head, *rest = parts
-        lines.append(f"- {head}" + (": " + "; ".join(rest) if rest else "") + ".")
-    return lines
-
-
 def _held_out_section(report: Report, with_qgis: Report | None) -> list[str]:
     """The key shares over the held-out half alone: the requests no threshold or weight was fitted on."""
     lines = [
@@ -788,11 +502,11 @@ def _held_out_section(report: Report, with_qgis: Report | None) -> list[str]:
                 ans = [o for o in mine if o[0]]
                 off = [o for o in mine if not o[0]]
                 lines.append(
-                    f"| {label} | {row} | {half} | {len(ans)} | {_count_pct(sum(o[2] for o in ans), len(ans))} "
-                    f"| {_count_pct(sum(o[1] == 'none' for o in ans), len(ans))} "
-                    f"| {_count_pct(sum(o[1] == 'unsure' for o in ans), len(ans))} | {len(off)} "
-                    f"| {_count_pct(sum(o[1] in REFUSING_STATUSES for o in off), len(off))} "
-                    f"| {_count_pct(sum(o[1] == 'none' for o in off), len(off))} |"
+                    f"| {label} | {row} | {half} | {len(ans)} | {count_pct(sum(o[2] for o in ans), len(ans))} "
+                    f"| {count_pct(sum(o[1] == 'none' for o in ans), len(ans))} "
+                    f"| {count_pct(sum(o[1] == 'unsure' for o in ans), len(ans))} | {len(off)} "
+                    f"| {count_pct(sum(o[1] in REFUSING_STATUSES for o in off), len(off))} "
+                    f"| {count_pct(sum(o[1] == 'none' for o in off), len(off))} |"
                 )
     return lines
 

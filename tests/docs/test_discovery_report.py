@@ -288,12 +288,12 @@ def test_the_latency_section_renders_the_recorded_measurement(tmp_path: Path, re
                 r["median_ms"] = value
         path = tmp_path / "latency.json"
         path.write_text(json.dumps(data), encoding="utf-8")
-        text = "\n".join(report._latency_section(path))
+        text = "\n".join(report.latency_section(path))
         return text.rsplit(": ", 1)[1]
 
     assert verdict({"built-in": [1.0, 1.0], "with QGIS": [5.0, 25.0]}) == "not met."
     assert verdict({"built-in": [30.0, 30.0], "with QGIS": [19.99, 3.0]}) == "met."
-    assert "is missing" in "\n".join(report._latency_section(tmp_path / "absent.json"))
+    assert "is missing" in "\n".join(report.latency_section(tmp_path / "absent.json"))
 
 
 @pytest.mark.parametrize(
@@ -343,8 +343,8 @@ def test_the_blind_sets_are_well_formed_and_on_the_page(rendered: str, name: str
 def test_a_blind_set_measured_once_has_no_history_section() -> None:
     """One history entry is the table itself: "Measured more than once" would be false; two make the section."""
     once = [{"measured_on": None, "change": None, "read": [], "measured": None}]
-    assert report._blind_history(once) == []
+    assert report.blind_history(once) == []
     twice = [{"measured_on": "abc1234", "change": None, "read": [], "measured": {"built-in": {"refused": 3}}}, *once]
-    lines = report._blind_history(twice)
+    lines = report.blind_history(twice)
     assert lines[1].startswith("Measured more than once")
     assert lines[3:] == ["- Measured on abc1234: built-in: refused 3.", "- Measured now (the table above)."]
