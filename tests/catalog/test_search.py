@@ -11,6 +11,7 @@ import pytest
 
 from mapsmith.app import MapSmith
 from mapsmith.catalog import index, search
+from mapsmith.catalog.lexical import tokenize
 from mapsmith.catalog.search import CHOOSE_LIMIT, RANKED_LIMIT, discover, record_next_operation
 from mapsmith.errors import ArgumentError, MapSmithError
 from mapsmith.hookspecs import hookimpl
@@ -172,6 +173,19 @@ def test_invalid_values_are_refused_with_the_accepted_ones(
     assert err.value.evidence["accepted"]
     if argument == "category":
         assert "terrain" in err.value.evidence["accepted"]
+
+
+def test_bm25_counts_the_keywords_twice_and_the_vocabulary_once(app: MapSmith) -> None:
+    # "gdalwarp" is in reproject_raster's keywords only (35 tokens of keywords, 194 tokens in its plain document):
+    # BM25 ranks on a document holding it twice, 194 + 35 = 229 tokens; the vector ranker's passages and the
+    # vocabulary the support signals read hold the plain document, where it occurs once, in one entry
+    idx = index.catalog_index(app.host.contracts)
+    keywords = tokenize(" ".join(app.host.contracts["reproject_raster"].keywords))
+    plain = tokenize(idx.docs["reproject_raster"])
+    assert (len(keywords), len(plain)) == (35, 194)
+    assert idx.lexical.tokens("reproject_raster").count("gdalwarp") == 2 and plain.count("gdalwarp") == 1
+    assert len(idx.lexical.tokens("reproject_raster")) == 229
+    assert idx.vocabulary["gdalwarp"] == 1
 
 
 def test_answers_are_deterministic(app: MapSmith) -> None:

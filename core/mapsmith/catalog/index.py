@@ -48,7 +48,7 @@ __all__ = [
 # run (keywords 6 times and the name twice: 353 / 336) while the held-out half and the blind sets did not: the
 # keywords were partly chosen from the query file's misses, so the grid stops at 2.
 LEXICAL_FIELD_WEIGHTS: dict[str, int] = {"name": 1, "summary": 1, "keywords": 2}
-# Indexes kept (most recent first): a host, a test's catalogue, the calibration scripts' two.
+# How many indexes are kept, most recent first: one per catalogue a process searches.
 INDEX_CACHE_SIZE = 8
 
 
